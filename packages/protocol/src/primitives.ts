@@ -1,0 +1,50 @@
+import { Type, type Static, type TUnsafe } from '@sinclair/typebox';
+
+/**
+ * Identifiers of traces, events and agents. The service uses them in URL paths, so they are
+ * restricted to characters that need no escaping there. ULIDs and UUIDs fit.
+ */
+export const Identifier = Type.String({
+  minLength: 1,
+  maxLength: 128,
+  pattern: '^[A-Za-z0-9._:~-]+$',
+});
+
+/** A batch id: a ULID (Crockford base32, any case) or a UUID. */
+export const BatchId = Type.String({
+  pattern:
+    '^(?:[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}|[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})$',
+});
+
+/** ISO 8601 / RFC 3339 date-time with a time zone, e.g. `2026-11-22T10:00:00.000Z`. */
+export const IsoDateTime = Type.String({ format: 'date-time', maxLength: 40 });
+
+/**
+ * Human-readable text. PostgreSQL text cannot hold the NUL character, so it is refused here with
+ * a clear error instead of failing deep in the store.
+ */
+export const Text = (maxLength: number) => Type.String({ maxLength, pattern: '^[^\\u0000]*$' });
+
+/** A non-negative decimal string without exponent or leading zeros: `0`, `12`, `0.000125`. */
+export const DecimalString = Type.String({
+  maxLength: 80,
+  pattern: '^(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?$',
+});
+
+/** A non-negative integer as a decimal string, for values beyond 2^53 (lamports, slots). */
+export const IntegerString = Type.String({ maxLength: 80, pattern: '^(?:0|[1-9][0-9]*)$' });
+
+/** A non-negative integer that fits a JSON number exactly. */
+export const Count = Type.Integer({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+
+/** Milliseconds; fractional values are allowed. */
+export const Milliseconds = Type.Number({ minimum: 0, maximum: Number.MAX_SAFE_INTEGER });
+
+export const Nullable = <T extends Parameters<typeof Type.Union>[0][number]>(schema: T) =>
+  Type.Union([schema, Type.Null()]);
+
+export type Identifier = Static<typeof Identifier>;
+
+/** A closed set of strings; validation errors list the allowed values. */
+export const StringEnum = <const T extends readonly string[]>(values: T): TUnsafe<T[number]> =>
+  Type.Unsafe<T[number]>({ type: 'string', enum: [...values] });

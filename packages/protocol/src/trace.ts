@@ -1,0 +1,52 @@
+import { Type, type Static } from '@sinclair/typebox';
+import {
+  Count,
+  DecimalString,
+  Identifier,
+  IntegerString,
+  IsoDateTime,
+  Milliseconds,
+  Nullable,
+  StringEnum,
+  Text,
+} from './primitives.js';
+
+export const TRACE_STATUSES = ['running', 'completed', 'errored', 'timeout'] as const;
+export type TraceStatus = (typeof TRACE_STATUSES)[number];
+
+/** Statuses that end a run and queue it for analysis. */
+export const ANALYSED_STATUSES: readonly TraceStatus[] = ['completed', 'errored'];
+
+export const TraceStatusSchema = StringEnum(TRACE_STATUSES);
+
+const SUMMARY_MAX = 65_536;
+
+/** A full snapshot of one agent run, as the client sends it at each flush. */
+export const TraceSchema = Type.Object(
+  {
+    id: Identifier,
+    agentId: Type.String({ minLength: 1, maxLength: 128, pattern: '^[^\\u0000]*$' }),
+    status: TraceStatusSchema,
+    startedAt: IsoDateTime,
+    inputSummary: Text(SUMMARY_MAX),
+    endedAt: Type.Optional(Nullable(IsoDateTime)),
+    durationMs: Type.Optional(Nullable(Milliseconds)),
+    outputSummary: Type.Optional(Nullable(Text(SUMMARY_MAX))),
+    errorMessage: Type.Optional(Nullable(Text(SUMMARY_MAX))),
+    tags: Type.Array(Text(256), { maxItems: 256 }),
+    eventCount: Count,
+    totalTokens: Count,
+    totalCostUsd: DecimalString,
+    totalLamports: IntegerString,
+    chainTxCount: Count,
+    toolsCalled: Type.Array(Text(256), { maxItems: 1024 }),
+    anchorSignature: Type.Optional(Nullable(Text(256))),
+    anchorSlot: Type.Optional(Nullable(IntegerString)),
+    merkleProof: Type.Optional(Nullable(Text(SUMMARY_MAX))),
+    traceHash: Type.Optional(Nullable(Text(256))),
+    shareToken: Type.Optional(Nullable(Text(256))),
+  },
+  { additionalProperties: false },
+);
+
+export type Trace = Static<typeof TraceSchema>;
