@@ -1,0 +1,68 @@
+import { ulid } from 'ulidx';
+import { generateApiKey, generateVerifyToken, hashSecret, newKeyId } from '../auth/secrets.js';
+import type { AgentRecord, AgentStore, MemberRole } from '../store/agent-store.js';
+
+export interface CreatedAgent {
+  agentId: string;
+  /** Shown once; only its hash is stored. */
+  apiKey: string;
+  /** One-time onboarding token; shown once, only its hash is stored. */
+  verifyToken: string;
+}
+
+export type CreateAgentOutcome = { kind: 'created'; agent: CreatedAgent } | { kind: 'exists' };
+
+/** Registers an agent with its first API key and a verify token. */
+export async function createAgent(
+  agents: AgentStore,
+  request: { id?: string | undefined; name?: string | undefined },
+): Promise<CreateAgentOutcome> {
+  const agentId = request.id ?? ulid();
+  const apiKey = generateApiKey();
+  const verifyToken = generateVerifyToken();
+  const created = await agents.createAgent({
+    id: agentId,
+    name: request.name ?? null,
+    keyId: newKeyId(),
+    keyHash: hashSecret(apiKey),
+    verifyTokenHash: hashSecret(verifyToken),
+  });
+  return created
+    ? { kind: 'created', agent: { agentId, apiKey, verifyToken } }
+    : { kind: 'exists' };
+}
+
+/** Issues one more API key for an agent; undefined when the agent does not exist. */
+export async function createKey(
+  agents: AgentStore,
+  agentId: string,
+): Promise<{ keyId: string; apiKey: string } | undefined> {
+  const keyId = newKeyId();
+  const apiKey = generateApiKey();
+  return (await agents.addKey(agentId, keyId, hashSecret(apiKey))) ? { keyId, apiKey } : undefined;
+}
+
+export function revokeKey(agents: AgentStore, keyId: string): Promise<boolean> {
+  return agents.revokeKey(keyId);
+}
+
+export function grantMember(
+  agents: AgentStore,
+  agentId: string,
+  userId: string,
+  role: MemberRole,
+): Promise<boolean> {
+  return agents.putMember(agentId, userId, role);
+}
+
+export function revokeMember(
+  agents: AgentStore,
+  agentId: string,
+  userId: string,
+): Promise<boolean> {
+  return agents.removeMember(agentId, userId);
+}
+
+export function getAgent(agents: AgentStore, agentId: string): Promise<AgentRecord | undefined> {
+  return agents.getAgent(agentId);
+}

@@ -1,0 +1,174 @@
+import swagger from '@fastify/swagger';
+import { isIsoDateTime } from '@flightlog/protocol';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Ajv } from 'ajv';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { monotonicFactory } from 'ulidx';
+import { ApiKeyResolver } from './auth/api-key-resolver.js';
+import { createIdentityVerifier, type IdentityVerifier } from './auth/identity.js';
+import type { Config } from './config.js';
+import { adminRoutes } from './http/admin-routes.js';
+import { ingestRoutes } from './http/ingest-routes.js';
+import { registerGracefulClose } from './http/graceful-close.js';
+import { registerJsonBody } from './http/json-body.js';
+import { opsRoutes } from './http/ops-routes.js';
+import { registerProblemHandler } from './http/problem.js';
+import { liveRoutes } from './http/live-routes.js';
+import { readRoutes } from './http/read-routes.js';
+import { createInProcessBus } from './live/in-process-bus.js';
+import type { LiveBus } from './live/live-bus.js';
+import { StreamRegistry } from './live/stream-registry.js';
+import { registerRequestMetrics } from './http/request-metrics.js';
+import { Metrics } from './observability/metrics.js';
+import type { Store } from './store/open-store.js';
+
+export interface AppDependencies {
+  config: Config;
+  store: Store;
+  /** The live bus (in-process when absent). */
+  bus?: LiveBus;
+  /** `false` silences logs; a destination receives the JSON log lines (default: stdout). */
+  logger?: false | { destination: LogDestination };
+  /** Close the store when the app closes (the server owns it; tests may share one). */
+  closeStoreOnClose?: boolean;
+}
+
+export interface FlightlogApp {
+  app: FastifyInstance;
+  metrics: Metrics;
+  apiKeys: ApiKeyResolver;
+  identity: IdentityVerifier;
+  bus: LiveBus;
+  streams: StreamRegistry;
+}
+
+/** Where JSON log lines go (a pino destination). */
+export interface LogDestination {
+  write(line: string): void;
+}
+
+/** ulidx's plain ulid() draws every character from crypto (~50 µs); this one increments. */
+const requestIds = monotonicFactory();
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** Builds the service as a Fastify app made of plugins; it does not listen. */
+export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
+  const { config, store } = deps;
+  const app = Fastify({
+    logger:
+      deps.logger === false
+        ? false
+        : {
+            level: config.logLevel,
+            // Keys, tokens and payloads never reach the logs: requests are logged by method,
+            // route and id only, and these are redacted should a serializer ever include them.
+            redact: ['req.headers.authorization', 'req.headers.cookie', 'req.body', 'res.body'],
+            ...(deps.logger ? { stream: deps.logger.destination } : {}),
+          },
+    // Honour a caller's request id when it is sane, so logs can be joined across services.
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : requestIds();
+    },
+    requestTimeout: config.requestTimeoutMs,
+    return503OnClosing: false,
+    ajv: {
+      customOptions: {
+        // Strict: "5" is not a number, null is not 0, nothing is removed or defaulted.
+        coerceTypes: false,
+        removeAdditional: false,
+        useDefaults: false,
+        allErrors: true,
+      },
+      // Runs after ajv-formats: our date-time is stricter (a real instant PostgreSQL can store).
+      onCreate: (ajv: Ajv) => {
+        ajv.addFormat('date-time', { type: 'string', validate: isIsoDateTime });
+      },
+    },
+  }).withTypeProvider<TypeBoxTypeProvider>();
+  // Headers must arrive promptly even when the body may take longer (slow-loris senders).
+  app.server.headersTimeout = Math.min(10_000, config.requestTimeoutMs);
+
+  const metrics = new Metrics();
+  const apiKeys = new ApiKeyResolver(store.agents, {
+    ttlMs: config.apiKeyCacheMs,
+    maxEntries: 10_000,
+  });
+  const identity = createIdentityVerifier({
+    ...(config.jwtSecret ? { secret: config.jwtSecret } : {}),
+    ...(config.jwtJwksUrl ? { jwksUrl: config.jwtJwksUrl } : {}),
+    ...(config.jwtIssuer ? { issuer: config.jwtIssuer } : {}),
+    ...(config.jwtAudience ? { audience: config.jwtAudience } : {}),
+  });
+
+  app.decorateRequest('agent', undefined);
+  app.decorateRequest('userId', undefined);
+  app.decorateRequest('userExpiresAt', undefined);
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+  const inFlight = registerGracefulClose(app);
+  registerProblemHandler(app, metrics);
+  registerRequestMetrics(app, metrics);
+  registerJsonBody(app, { maxBytes: config.maxBodyBytes });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Flightlog',
+        version: '1.0.0',
+        description: 'Trace ingest service for software agents.',
+      },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'Agent API key' },
+          identity: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT' },
+          admin: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN' },
+        },
+      },
+    },
+  });
+
+  const bus = deps.bus ?? createInProcessBus({ maxBytes: config.liveBufferMaxBytes });
+  const streams = new StreamRegistry(config.liveMaxStreamsPerUser);
+  const ingest = {
+    traces: store.traces,
+    analysisGraceMs: config.analysisGraceMs,
+    live: {
+      bus,
+      timeoutMs: config.livePublishTimeoutMs,
+      onError: (error: unknown) => {
+        metrics.livePublishFailures.inc();
+        app.log.warn({ err: error }, 'live publish failed');
+      },
+    },
+  };
+  await app.register(ingestRoutes, { ingest, apiKeys, metrics });
+  await app.register(readRoutes, { store, identity });
+  await app.register(liveRoutes, {
+    store,
+    identity,
+    bus,
+    streams,
+    heartbeatMs: config.liveHeartbeatMs,
+    maxQueueBytes: config.liveMaxQueueBytes,
+    retryMs: config.liveRetryMs,
+  });
+  if (config.adminToken)
+    await app.register(adminRoutes, { store, adminToken: config.adminToken, apiKeys });
+  await app.register(opsRoutes, { store, metrics, readyTimeoutMs: 2_000 });
+
+  // Requests still in flight when closing began finish before the store goes away (the caller
+  // bounds the wait with its shutdown deadline).
+  // Live streams never end by themselves: end them when closing begins, so the requests in
+  // flight can drain.
+  app.addHook('preClose', async () => streams.endAll());
+  app.addHook('onClose', async () => {
+    await inFlight.drained();
+    await bus.close();
+    if (deps.closeStoreOnClose !== false) await store.close();
+  });
+  return { app, metrics, apiKeys, identity, bus, streams };
+}

@@ -1,0 +1,166 @@
+#!/usr/bin/env node
+import { parseArgs } from 'node:util';
+import {
+  createAgent,
+  createKey,
+  grantMember,
+  revokeKey,
+  revokeMember,
+} from './agents/agent-admin.js';
+import { mintDevToken } from './auth/dev-token.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { runDemo } from './demo.js';
+import { startServer } from './server.js';
+import { MEMBER_ROLES, type MemberRole } from './store/agent-store.js';
+import { migrate } from './store/migrate.js';
+import { openStore, type Store } from './store/open-store.js';
+
+const USAGE = `Usage: flightlog <command> [options]
+
+Commands:
+  serve                                       start the service (default)
+  migrate                                     apply pending database migrations
+  agent create [--id ID] [--name NAME]        create an agent; prints agentId, apiKey, verifyToken
+  key create --agent ID                       issue another API key for an agent
+  key revoke KEY_ID                           revoke an API key
+  member grant --agent ID --user SUB --role owner|editor|viewer
+  member revoke --agent ID --user SUB
+  dev-token --user SUB [--ttl SECONDS]        mint an HS256 identity token (needs JWT_SECRET)
+  demo                                        start a server with a demo agent and a sample run
+
+Configuration comes from the environment (see the README): DATABASE_URL or DATA_DIR, PORT, ...
+Commands that touch the store open it directly; with the embedded engine, stop the server first
+or use the admin API instead.`;
+
+class UsageError extends Error {}
+
+function print(value: unknown): void {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+function required(value: string | undefined, flag: string): string {
+  if (!value) throw new UsageError(`missing ${flag}`);
+  return value;
+}
+
+async function withStore<T>(
+  config: Config,
+  work: (store: Store) => Promise<T>,
+  options: { migrate: boolean } = { migrate: true },
+): Promise<T> {
+  const store = await openStore({
+    ...(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir }),
+    ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
+    poolSize: 2,
+    migrate: options.migrate,
+  });
+  try {
+    return await work(store);
+  } finally {
+    await store.close();
+  }
+}
+
+async function serve(config: Config): Promise<void> {
+  const server = await startServer(config);
+  server.app.log.info({ url: server.url, store: server.store.engine }, 'flightlog listening');
+  const stop = (signal: string) => {
+    server.app.log.info({ signal }, 'shutting down');
+    server.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
+async function main(argv: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      id: { type: 'string' },
+      name: { type: 'string' },
+      agent: { type: 'string' },
+      user: { type: 'string' },
+      role: { type: 'string' },
+      ttl: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+  const [command = 'serve', sub] = positionals;
+  if (values.help || command === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  const config = loadConfig();
+  switch (`${command}${sub ? ` ${sub}` : ''}`.replace(/^(key revoke) .*/, '$1')) {
+    case 'serve':
+      return serve(config);
+    case 'demo':
+      return runDemo(config);
+    case 'migrate':
+      return withStore(config, async (store) => print({ applied: await migrate(store.sql) }), {
+        migrate: false,
+      });
+    case 'agent create':
+      return withStore(config, async (store) => {
+        const outcome = await createAgent(store.agents, { id: values.id, name: values.name });
+        if (outcome.kind === 'exists') throw new UsageError(`agent ${values.id} exists already`);
+        print(outcome.agent);
+      });
+    case 'key create':
+      return withStore(config, async (store) => {
+        const key = await createKey(store.agents, required(values.agent, '--agent'));
+        if (!key) throw new UsageError(`no agent ${values.agent}`);
+        print(key);
+      });
+    case 'key revoke':
+      return withStore(config, async (store) => {
+        const keyId = required(positionals[2], 'KEY_ID');
+        if (!(await revokeKey(store.agents, keyId))) throw new UsageError(`no key ${keyId}`);
+        print({ keyId, revoked: true });
+      });
+    case 'member grant':
+      return withStore(config, async (store) => {
+        const role = required(values.role, '--role') as MemberRole;
+        if (!MEMBER_ROLES.includes(role))
+          throw new UsageError('--role must be owner, editor or viewer');
+        const agentId = required(values.agent, '--agent');
+        const userId = required(values.user, '--user');
+        if (!(await grantMember(store.agents, agentId, userId, role)))
+          throw new UsageError(`no agent ${agentId}`);
+        print({ agentId, userId, role });
+      });
+    case 'member revoke':
+      return withStore(config, async (store) => {
+        const agentId = required(values.agent, '--agent');
+        const userId = required(values.user, '--user');
+        print({ agentId, userId, removed: await revokeMember(store.agents, agentId, userId) });
+      });
+    case 'dev-token': {
+      if (!config.jwtSecret) throw new UsageError('dev-token needs JWT_SECRET to be set');
+      const ttl = values.ttl === undefined ? 3600 : Number(values.ttl);
+      if (!Number.isInteger(ttl) || ttl <= 0)
+        throw new UsageError('--ttl must be a positive whole number');
+      process.stdout.write(
+        `${await mintDevToken(config.jwtSecret, required(values.user, '--user'), ttl)}\n`,
+      );
+      return;
+    }
+    default:
+      throw new UsageError(`unknown command "${positionals.join(' ')}"`);
+  }
+}
+
+main(process.argv.slice(2)).catch((error: unknown) => {
+  if (error instanceof UsageError || error instanceof ConfigError) {
+    process.stderr.write(
+      `flightlog: ${error.message}\n\n${error instanceof UsageError ? USAGE : ''}\n`,
+    );
+    process.exit(2);
+  }
+  process.stderr.write(`flightlog: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+});

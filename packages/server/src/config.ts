@@ -1,0 +1,116 @@
+/** Service configuration, read once from the environment at start-up. */
+export interface Config {
+  port: number;
+  host: string;
+  /** PGlite data directory, used when `databaseUrl` is absent. */
+  dataDir: string;
+  databaseUrl: string | undefined;
+  databaseSchema: string | undefined;
+  databasePoolSize: number;
+  redisUrl: string | undefined;
+  adminToken: string | undefined;
+  jwtSecret: string | undefined;
+  jwtJwksUrl: string | undefined;
+  jwtIssuer: string | undefined;
+  jwtAudience: string | undefined;
+  /** Largest request body, both as received and after gzip inflation. */
+  maxBodyBytes: number;
+  apiKeyCacheMs: number;
+  analysisGraceMs: number;
+  requestTimeoutMs: number;
+  shutdownTimeoutMs: number;
+  logLevel: string;
+  /** Comment line sent on idle live streams so proxies keep them open. */
+  liveHeartbeatMs: number;
+  liveMaxStreamsPerUser: number;
+  /** Bytes a live stream may have waiting for a slow client before it is disconnected. */
+  liveMaxQueueBytes: number;
+  /** The SSE `retry:` hint. */
+  liveRetryMs: number;
+  /** Longest an ingest request waits for the live bus after its commit. */
+  livePublishTimeoutMs: number;
+  liveRedisPrefix: string;
+  /** Memory the in-process bus may hold across all agents. */
+  liveBufferMaxBytes: number;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Record<string, string | undefined>;
+
+function text(env: Env, name: string): string | undefined {
+  const value = env[name]?.trim();
+  return value ? value : undefined;
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max)
+    throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function url(env: Env, name: string, protocols: string[]): string | undefined {
+  const raw = text(env, name);
+  if (raw === undefined) return undefined;
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    throw new ConfigError(`${name} is not a valid URL`);
+  }
+  if (!protocols.includes(parsed.protocol))
+    throw new ConfigError(`${name} must use ${protocols.join(' or ')}`);
+  return raw;
+}
+
+/** Reads and checks every setting; throws ConfigError naming the variable that is wrong. */
+export function loadConfig(env: Env = process.env): Config {
+  const jwtSecret = text(env, 'JWT_SECRET');
+  if (jwtSecret !== undefined && jwtSecret.length < 32)
+    throw new ConfigError('JWT_SECRET must be at least 32 characters');
+  const adminToken = text(env, 'ADMIN_TOKEN');
+  if (adminToken !== undefined && adminToken.length < 16)
+    throw new ConfigError('ADMIN_TOKEN must be at least 16 characters');
+  const schema = text(env, 'DATABASE_SCHEMA');
+  if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema))
+    throw new ConfigError('DATABASE_SCHEMA must be a lower-case SQL identifier');
+  return {
+    port: integer(env, 'PORT', 8080, 0, 65_535),
+    host: text(env, 'HOST') ?? '0.0.0.0',
+    dataDir: text(env, 'DATA_DIR') ?? './.flightlog',
+    databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+    databaseSchema: schema,
+    databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),
+    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+    adminToken,
+    jwtSecret,
+    jwtJwksUrl: url(env, 'JWT_JWKS_URL', ['https:', 'http:']),
+    jwtIssuer: text(env, 'JWT_ISSUER'),
+    jwtAudience: text(env, 'JWT_AUDIENCE'),
+    maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 5 * 1024 * 1024, 1_024, 1024 * 1024 * 1024),
+    apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 2_000, 0, 5_000),
+    analysisGraceMs: integer(env, 'ANALYSIS_GRACE_MS', 2_000, 0, 3_600_000),
+    requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
+    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
+    logLevel: text(env, 'LOG_LEVEL') ?? 'info',
+    liveHeartbeatMs: integer(env, 'LIVE_HEARTBEAT_MS', 15_000, 100, 300_000),
+    liveMaxStreamsPerUser: integer(env, 'LIVE_MAX_STREAMS_PER_USER', 20, 1, 100_000),
+    liveMaxQueueBytes: integer(env, 'LIVE_MAX_QUEUE_BYTES', 1024 * 1024, 1_024, 1024 * 1024 * 1024),
+    liveRetryMs: integer(env, 'LIVE_RETRY_MS', 3_000, 0, 600_000),
+    livePublishTimeoutMs: integer(env, 'LIVE_PUBLISH_TIMEOUT_MS', 250, 1, 60_000),
+    liveRedisPrefix: text(env, 'LIVE_REDIS_PREFIX') ?? 'flightlog:live:',
+    liveBufferMaxBytes: integer(
+      env,
+      'LIVE_BUFFER_MAX_BYTES',
+      256 * 1024 * 1024,
+      1024 * 1024,
+      64 * 1024 * 1024 * 1024,
+    ),
+  };
+}

@@ -1,0 +1,50 @@
+import type { FieldError } from '@flightlog/protocol';
+
+/**
+ * Every failure the service reports to a caller has one of these codes. The HTTP layer maps each
+ * code to a status and an RFC 9457 problem body in one place (http/problem.ts).
+ */
+export type ErrorCode =
+  | 'malformed-json'
+  | 'validation-failed'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not-found'
+  | 'id-conflict'
+  | 'request-timeout'
+  | 'payload-too-large'
+  | 'unsupported-media-type'
+  | 'too-many-requests'
+  | 'store-unavailable'
+  | 'shutting-down'
+  | 'internal';
+
+export interface FlightlogErrorOptions {
+  fieldErrors?: FieldError[];
+  retryAfterSeconds?: number;
+  cause?: unknown;
+}
+
+/** The one coded error type of the service. */
+export class FlightlogError extends Error {
+  readonly code: ErrorCode;
+  readonly fieldErrors: FieldError[] | undefined;
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(code: ErrorCode, detail: string, options: FlightlogErrorOptions = {}) {
+    super(detail, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'FlightlogError';
+    this.code = code;
+    this.fieldErrors = options.fieldErrors;
+    this.retryAfterSeconds = options.retryAfterSeconds;
+  }
+}
+
+/** A validation failure naming each offending field by its JSON pointer. */
+export function validationFailed(fieldErrors: FieldError[], detail?: string): FlightlogError {
+  const first = fieldErrors[0];
+  const summary =
+    detail ??
+    (first ? `${first.pointer || '(body)'}: ${first.detail}` : 'The request is not valid.');
+  return new FlightlogError('validation-failed', summary, { fieldErrors });
+}

@@ -1,0 +1,143 @@
+import { Identifier, ProblemSchema, StringEnum } from '@flightlog/protocol';
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import {
+  createAgent,
+  createKey,
+  getAgent,
+  grantMember,
+  revokeKey,
+  revokeMember,
+} from '../agents/agent-admin.js';
+import type { ApiKeyResolver } from '../auth/api-key-resolver.js';
+import { FlightlogError } from '../errors/flightlog-error.js';
+import { MEMBER_ROLES } from '../store/agent-store.js';
+import type { Store } from '../store/open-store.js';
+import { requireAdmin } from './authentication.js';
+
+export interface AdminRoutesOptions {
+  store: Store;
+  adminToken: string;
+  apiKeys: ApiKeyResolver;
+}
+
+const AgentParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
+const MemberParams = Type.Object({
+  id: Type.String({ maxLength: 1024 }),
+  userId: Type.String({ minLength: 1, maxLength: 256, pattern: '^[^\\u0000]*$' }),
+});
+const problems = { 400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema };
+const noAgent = () => new FlightlogError('not-found', 'No agent with this id.');
+
+/** Agent, key and member administration; registered only when ADMIN_TOKEN is set. */
+export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
+  const { agents } = options.store;
+  app.addHook('onRequest', requireAdmin(options.adminToken));
+
+  app.post(
+    '/admin/v1/agents',
+    {
+      schema: {
+        summary: 'Create an agent with its first API key and a verify token (shown once)',
+        body: Type.Object(
+          {
+            id: Type.Optional(Identifier),
+            name: Type.Optional(Type.String({ maxLength: 256, pattern: '^[^\\u0000]*$' })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          201: Type.Object({
+            agentId: Type.String(),
+            apiKey: Type.String(),
+            verifyToken: Type.String(),
+          }),
+          ...problems,
+        },
+      },
+      preValidation: async (request) => {
+        if (request.body === undefined || request.body === null) request.body = {};
+      },
+    },
+    async (request, reply) => {
+      const outcome = await createAgent(agents, request.body);
+      if (outcome.kind === 'exists')
+        throw new FlightlogError('id-conflict', 'An agent with this id exists already.', {
+          fieldErrors: [{ pointer: '/id', detail: 'is already in use' }],
+        });
+      return reply.code(201).send(outcome.agent);
+    },
+  );
+
+  app.get(
+    '/admin/v1/agents/:id',
+    { schema: { summary: 'An agent, its keys (ids only) and members', params: AgentParams } },
+    async (request) => {
+      const agent = await getAgent(agents, request.params.id);
+      if (!agent) throw noAgent();
+      return agent;
+    },
+  );
+
+  app.post(
+    '/admin/v1/agents/:id/keys',
+    {
+      schema: {
+        summary: 'Issue another API key for an agent (shown once)',
+        params: AgentParams,
+        response: {
+          201: Type.Object({ keyId: Type.String(), apiKey: Type.String() }),
+          ...problems,
+        },
+      },
+    },
+    async (request, reply) => {
+      const key = await createKey(agents, request.params.id);
+      if (!key) throw noAgent();
+      return reply.code(201).send(key);
+    },
+  );
+
+  app.delete(
+    '/admin/v1/keys/:keyId',
+    {
+      schema: {
+        summary: 'Revoke an API key (refused everywhere within 5 s)',
+        params: Type.Object({ keyId: Type.String({ maxLength: 1024 }) }),
+      },
+    },
+    async (request, reply) => {
+      if (!(await revokeKey(agents, request.params.keyId)))
+        throw new FlightlogError('not-found', 'No API key with this id.');
+      options.apiKeys.forgetKey(request.params.keyId);
+      return reply.code(204).send();
+    },
+  );
+
+  app.put(
+    '/admin/v1/agents/:id/members/:userId',
+    {
+      schema: {
+        summary: 'Grant a user a role on an agent (or change it)',
+        params: MemberParams,
+        body: Type.Object({ role: StringEnum(MEMBER_ROLES) }, { additionalProperties: false }),
+      },
+    },
+    async (request) => {
+      const { id, userId } = request.params;
+      if (!(await grantMember(agents, id, userId, request.body.role))) throw noAgent();
+      return { agentId: id, userId, role: request.body.role };
+    },
+  );
+
+  app.delete(
+    '/admin/v1/agents/:id/members/:userId',
+    { schema: { summary: "Remove a user's role on an agent", params: MemberParams } },
+    async (request, reply) => {
+      const { id, userId } = request.params;
+      if (!(await revokeMember(agents, id, userId)))
+        throw new FlightlogError('not-found', 'This user has no role on this agent.');
+      return reply.code(204).send();
+    },
+  );
+};

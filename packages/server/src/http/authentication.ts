@@ -1,0 +1,75 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { ApiKeyResolver, ResolvedKey } from '../auth/api-key-resolver.js';
+import type { IdentityVerifier } from '../auth/identity.js';
+import { bearerCredential, secretsEqual } from '../auth/secrets.js';
+import { FlightlogError } from '../errors/flightlog-error.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The agent of the API key (ingest routes). */
+    agent: ResolvedKey | undefined;
+    /** The dashboard user of the identity JWT (read routes). */
+    userId: string | undefined;
+    /** When that JWT expires (ms since the epoch): live streams end then. */
+    userExpiresAt: number | undefined;
+  }
+}
+
+type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+
+/** onRequest hook of the write routes: the API key fixes the agent. */
+export function requireApiKey(resolver: ApiKeyResolver): Hook {
+  return async (request) => {
+    const key = bearerCredential(request.headers.authorization);
+    if (!key)
+      throw new FlightlogError(
+        'unauthorized',
+        'Send the agent API key as Authorization: Bearer <API_KEY>.',
+      );
+    const agent = await resolver.resolve(key);
+    if (!agent) throw new FlightlogError('unauthorized', 'The API key is unknown or revoked.');
+    request.agent = agent;
+  };
+}
+
+/** onRequest hook of the dashboard routes: an identity JWT names the user. */
+export function requireUser(identity: IdentityVerifier): Hook {
+  return async (request) => {
+    const result = await identity.verify(bearerCredential(request.headers.authorization));
+    if (result.ok) {
+      request.userId = result.userId;
+      request.userExpiresAt = result.expiresAt;
+      return;
+    }
+    const detail = {
+      missing: 'Send an identity JWT as Authorization: Bearer <IDENTITY_JWT>.',
+      invalid: 'The identity token is not valid.',
+      expired: 'The identity token has expired.',
+      'not-configured': 'No identity provider is configured (set JWT_SECRET or JWT_JWKS_URL).',
+    }[result.reason];
+    throw new FlightlogError('unauthorized', detail);
+  };
+}
+
+/** onRequest hook of the admin routes. */
+export function requireAdmin(adminToken: string): Hook {
+  return async (request) => {
+    const token = bearerCredential(request.headers.authorization);
+    if (!token || !secretsEqual(token, adminToken))
+      throw new FlightlogError(
+        'unauthorized',
+        'Send the admin token as Authorization: Bearer <ADMIN_TOKEN>.',
+      );
+  };
+}
+
+/** The authenticated agent; only called on routes guarded by requireApiKey. */
+export function agentOf(request: FastifyRequest): ResolvedKey {
+  if (!request.agent) throw new Error('route is missing the requireApiKey hook');
+  return request.agent;
+}
+
+export function userOf(request: FastifyRequest): string {
+  if (!request.userId) throw new Error('route is missing the requireUser hook');
+  return request.userId;
+}

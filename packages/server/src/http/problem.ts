@@ -1,0 +1,147 @@
+import type { FieldError, Problem } from '@flightlog/protocol';
+import { PROBLEM_CONTENT_TYPE } from '@flightlog/protocol';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { FlightlogError, type ErrorCode } from '../errors/flightlog-error.js';
+import type { Metrics } from '../observability/metrics.js';
+
+/** The single map from error codes to HTTP. */
+const HTTP: Record<ErrorCode, { status: number; title: string }> = {
+  'malformed-json': { status: 400, title: 'Malformed request body' },
+  'validation-failed': { status: 400, title: 'Validation failed' },
+  unauthorized: { status: 401, title: 'Unauthorized' },
+  forbidden: { status: 403, title: 'Forbidden' },
+  'not-found': { status: 404, title: 'Not found' },
+  'request-timeout': { status: 408, title: 'Request timeout' },
+  'id-conflict': { status: 409, title: 'Id already in use' },
+  'payload-too-large': { status: 413, title: 'Payload too large' },
+  'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
+  'too-many-requests': { status: 429, title: 'Too many requests' },
+  'store-unavailable': { status: 503, title: 'Service unavailable' },
+  'shutting-down': { status: 503, title: 'Service unavailable' },
+  internal: { status: 500, title: 'Internal server error' },
+};
+
+export function problemType(code: ErrorCode): string {
+  return `urn:flightlog:problem:${code}`;
+}
+
+export function problemFor(error: FlightlogError, instance?: string): Problem {
+  const { status, title } = HTTP[error.code];
+  return {
+    type: problemType(error.code),
+    title,
+    status,
+    detail: error.message,
+    ...(instance ? { instance } : {}),
+    ...(error.fieldErrors ? { errors: error.fieldErrors } : {}),
+  };
+}
+
+export function sendProblem(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  error: FlightlogError,
+): FastifyReply {
+  const problem = problemFor(error, request.url.split('?')[0]);
+  if (error.retryAfterSeconds !== undefined)
+    reply.header('retry-after', String(error.retryAfterSeconds));
+  if (error.code === 'unauthorized') reply.header('www-authenticate', 'Bearer');
+  return reply
+    .code(problem.status)
+    .type(PROBLEM_CONTENT_TYPE)
+    .send(JSON.stringify({ ...problem, requestId: request.id }));
+}
+
+interface AjvError {
+  instancePath: string;
+  keyword: string;
+  message?: string;
+  params: Record<string, unknown>;
+}
+
+/** Ajv's errors as one entry per offending field, each with its JSON pointer. */
+export function fieldErrorsFromAjv(errors: readonly AjvError[], prefix = ''): FieldError[] {
+  const byPointer = new Map<string, string[]>();
+  for (const e of errors) {
+    let pointer = prefix + e.instancePath;
+    let message = e.message ?? 'is invalid';
+    if (e.keyword === 'required') {
+      pointer += `/${escapePointer(String(e.params.missingProperty))}`;
+      message = 'is required';
+    } else if (e.keyword === 'additionalProperties') {
+      pointer += `/${escapePointer(String(e.params.additionalProperty))}`;
+      message = 'is not an allowed field';
+    } else if (e.keyword === 'enum' && Array.isArray(e.params.allowedValues)) {
+      message = `must be one of: ${e.params.allowedValues.join(', ')}`;
+    } else if (e.keyword === 'pattern') {
+      message = 'has characters or a form that is not allowed';
+    } else if (e.keyword === 'format') {
+      message = `must be a ${String(e.params.format)} (RFC 3339 with time zone)`;
+    } else if (e.keyword === 'anyOf') {
+      continue; // the alternatives' own messages say it better
+    }
+    const messages = byPointer.get(pointer) ?? [];
+    if (!messages.includes(message)) messages.push(message);
+    byPointer.set(pointer, messages);
+  }
+  return [...byPointer].slice(0, 100).map(([pointer, messages]) => ({
+    pointer,
+    detail: messages.join(' or '),
+  }));
+}
+
+function escapePointer(segment: string): string {
+  return segment.replaceAll('~', '~0').replaceAll('/', '~1');
+}
+
+/** Anything thrown by a route, a hook or Fastify itself, as a coded error. */
+export function asFlightlogError(error: FastifyError | Error): FlightlogError {
+  if (error instanceof FlightlogError) return error;
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation) {
+    const context = fastifyError.validationContext;
+    const prefix = context && context !== 'body' ? `/${context}` : '';
+    return new FlightlogError('validation-failed', 'The request does not match the schema.', {
+      fieldErrors: fieldErrorsFromAjv(fastifyError.validation as AjvError[], prefix),
+    });
+  }
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new FlightlogError('unsupported-media-type', 'Send Content-Type: application/json.');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new FlightlogError('payload-too-large', 'The request body is too large.');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new FlightlogError('malformed-json', fastifyError.message);
+  }
+  const status = fastifyError.statusCode;
+  if (status === 408) return new FlightlogError('request-timeout', 'The request took too long.');
+  if (status === 413)
+    return new FlightlogError('payload-too-large', 'The request body is too large.');
+  if (status === 415) return new FlightlogError('unsupported-media-type', fastifyError.message);
+  if (status !== undefined && status >= 400 && status < 500)
+    return new FlightlogError('malformed-json', fastifyError.message);
+  return new FlightlogError('internal', 'Something went wrong on our side.', { cause: error });
+}
+
+/** Registers the one error handler and the not-found handler of the app. */
+export function registerProblemHandler(app: FastifyInstance, metrics: Metrics): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const coded = asFlightlogError(error);
+    metrics.rejections.inc({ reason: coded.code });
+    if (coded.code === 'internal') request.log.error({ err: error }, 'request failed');
+    else if (coded.code === 'store-unavailable')
+      request.log.warn({ err: coded.cause }, 'trace store unreachable');
+    // A body we refused before reading it all cannot be drained cheaply: close the connection.
+    if (coded.code === 'payload-too-large') reply.header('connection', 'close');
+    return sendProblem(request, reply, coded);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    metrics.rejections.inc({ reason: 'not-found' });
+    return sendProblem(
+      request,
+      reply,
+      new FlightlogError('not-found', `No route ${request.method} ${request.url.split('?')[0]}.`),
+    );
+  });
+}

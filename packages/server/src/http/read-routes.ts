@@ -1,0 +1,84 @@
+import {
+  EventSchema,
+  ProblemSchema,
+  StringEnum,
+  TRACE_STATUSES,
+  TraceSchema,
+} from '@flightlog/protocol';
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { IdentityVerifier } from '../auth/identity.js';
+import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
+import { listTraces, readTrace } from '../read/trace-reader.js';
+import type { Store } from '../store/open-store.js';
+import { requireUser, userOf } from './authentication.js';
+
+export interface ReadRoutesOptions {
+  store: Store;
+  identity: IdentityVerifier;
+}
+
+const notFound = () =>
+  new FlightlogError('not-found', 'No such trace, or you have no access to it.');
+
+/** The dashboard's read API, authenticated by identity JWT; any role on the agent may read. */
+export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
+  app,
+  { store, identity },
+) => {
+  app.addHook('onRequest', requireUser(identity));
+
+  app.get(
+    '/v1/traces/:id',
+    {
+      schema: {
+        summary: 'A trace with its events, ordered by sequence',
+        params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
+        response: {
+          200: Type.Object({ trace: TraceSchema, events: Type.Array(EventSchema) }),
+          401: ProblemSchema,
+          404: ProblemSchema,
+        },
+      },
+    },
+    async (request) => {
+      const found = await readTrace(store, userOf(request), request.params.id);
+      if (!found) throw notFound();
+      return found;
+    },
+  );
+
+  app.get(
+    '/v1/agents/:id/traces',
+    {
+      schema: {
+        summary: "An agent's traces, newest first, one page at a time",
+        params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
+        querystring: Type.Object(
+          {
+            status: Type.Optional(StringEnum(TRACE_STATUSES)),
+            limit: Type.Optional(Type.String({ maxLength: 10 })),
+            cursor: Type.Optional(Type.String({ maxLength: 1024 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({
+            traces: Type.Array(TraceSchema),
+            nextCursor: Type.Union([Type.String(), Type.Null()]),
+          }),
+          400: ProblemSchema,
+          401: ProblemSchema,
+          404: ProblemSchema,
+        },
+      },
+    },
+    async (request) => {
+      const outcome = await listTraces(store, userOf(request), request.params.id, request.query);
+      if (outcome.kind === 'invalid') throw validationFailed(outcome.errors);
+      if (outcome.kind === 'not-found')
+        throw new FlightlogError('not-found', 'No such agent, or you have no access to it.');
+      return outcome.page;
+    },
+  );
+};

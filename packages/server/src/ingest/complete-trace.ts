@@ -1,0 +1,36 @@
+import type { CompleteTraceBody, FieldError, Trace } from '@flightlog/protocol';
+import { publishStored } from '../live/publish.js';
+import type { IngestContext } from './ingest-batch.js';
+
+export type CompleteOutcome =
+  | { kind: 'completed'; trace: Trace }
+  | { kind: 'not-found' }
+  | { kind: 'invalid'; errors: FieldError[] };
+
+/**
+ * Finalises a trace of the caller's agent: status (default `completed`), end time (default now),
+ * duration from start to end, summaries as given. A trace of another agent is "not found".
+ */
+export async function completeTrace(
+  context: IngestContext,
+  agentId: string,
+  traceId: string,
+  body: CompleteTraceBody,
+): Promise<CompleteOutcome> {
+  const outcome = await context.traces.completeTrace(
+    agentId,
+    traceId,
+    body,
+    context.analysisGraceMs,
+  );
+  if (outcome.kind === 'completed') {
+    const { bus, timeoutMs, onError } = context.live;
+    await publishStored(bus, agentId, [{ trace: outcome.trace, events: [] }], timeoutMs, onError);
+  }
+  if (outcome.kind === 'ends-before-start')
+    return {
+      kind: 'invalid',
+      errors: [{ pointer: '/endedAt', detail: 'must not be before the trace startedAt' }],
+    };
+  return outcome;
+}

@@ -1,0 +1,102 @@
+import type { FieldError, TransportBatchPayload } from '@flightlog/protocol';
+import { hashSecret } from '../auth/secrets.js';
+import type { TraceStore, VerifyOutcome } from '../store/trace-store.js';
+import type { LiveBus } from '../live/live-bus.js';
+import { publishStored } from '../live/publish.js';
+import { exceedsDepth } from './payload-depth.js';
+
+/** Payloads may nest this deep; deeper ones are refused with a 400. */
+export const MAX_PAYLOAD_DEPTH = 64;
+
+export interface IngestContext {
+  traces: TraceStore;
+  analysisGraceMs: number;
+  /** Where stored items are published for live streams (after the commit). */
+  live: LivePublishing;
+}
+
+export interface LivePublishing {
+  bus: LiveBus;
+  timeoutMs: number;
+  onError: (error: unknown) => void;
+}
+
+export type IngestOutcome =
+  | {
+      kind: 'accepted' | 'duplicate';
+      traceId: string;
+      /** What became of a verify token in the body; null when none was sent. */
+      verify: VerifyOutcome | null;
+      eventCount: number;
+    }
+  | { kind: 'invalid'; errors: FieldError[] }
+  | { kind: 'id-conflict'; pointer: string };
+
+/** Rules of a batch that a JSON schema cannot say. */
+export function checkBatch(payload: TransportBatchPayload): FieldError[] {
+  const errors: FieldError[] = [];
+  const seen = new Set<string>();
+  payload.items.forEach((item, i) => {
+    item.events.forEach((event, j) => {
+      const at = `/items/${i}/events/${j}`;
+      if (event.traceId !== item.trace.id)
+        errors.push({
+          pointer: `${at}/traceId`,
+          detail: 'must equal the id of the trace in the same item',
+        });
+      if (seen.has(event.id))
+        errors.push({ pointer: `${at}/id`, detail: 'appears more than once in this batch' });
+      seen.add(event.id);
+      if (exceedsDepth(event.payload, MAX_PAYLOAD_DEPTH))
+        errors.push({
+          pointer: `${at}/payload`,
+          detail: `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels`,
+        });
+    });
+  });
+  return errors;
+}
+
+/**
+ * Stores one batch for the agent its API key belongs to. The agent id in the body never
+ * decides ownership: it only has to match a verify token.
+ */
+export async function ingestBatch(
+  context: IngestContext,
+  agentId: string,
+  payload: TransportBatchPayload,
+): Promise<IngestOutcome> {
+  const errors = checkBatch(payload);
+  if (errors.length > 0) return { kind: 'invalid', errors };
+
+  const items = payload.items.map((item) => ({
+    trace: { ...item.trace, agentId },
+    events: item.events,
+  }));
+  const token = payload.verifyToken;
+  const claimed = payload.agentId;
+  const outcome = await context.traces.writeBatch({
+    agentId,
+    batchId: payload.batchId,
+    items,
+    ...(token !== undefined && claimed !== undefined
+      ? { verify: { tokenHash: hashSecret(token), claimedAgentId: claimed } }
+      : {}),
+    analysisGraceMs: context.analysisGraceMs,
+  });
+  if (outcome.kind === 'id-conflict') return outcome;
+  if (outcome.kind === 'accepted') {
+    const { bus, timeoutMs, onError } = context.live;
+    await publishStored(bus, agentId, items, timeoutMs, onError);
+  }
+
+  // A token without the agent id it belongs to cannot be matched, so it is ignored.
+  const verify = token === undefined ? null : claimed === undefined ? 'ignored' : outcome.verify;
+  const eventCount = items.reduce((n, item) => n + item.events.length, 0);
+  return {
+    kind: outcome.kind,
+    traceId: outcome.traceId,
+    verify,
+    eventCount,
+  };
+}

@@ -1,0 +1,51 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The service's Prometheus metrics, in a registry of their own (one per app instance). */
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly httpRequests = new Counter({
+    name: 'flightlog_http_requests_total',
+    help: 'HTTP requests answered, by route and status',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  readonly httpDuration = new Histogram({
+    name: 'flightlog_http_request_duration_seconds',
+    help: 'Time to answer HTTP requests, by route',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+
+  readonly batches = new Counter({
+    name: 'flightlog_batches_total',
+    help: 'Batches answered with 202, by outcome (accepted, or duplicate batchId)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly events = new Counter({
+    name: 'flightlog_events_total',
+    help: 'Events stored from accepted batches',
+    registers: [this.registry],
+  });
+
+  readonly rejections = new Counter({
+    name: 'flightlog_rejections_total',
+    help: 'Requests refused, by problem code',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly livePublishFailures = new Counter({
+    name: 'flightlog_live_publish_failures_total',
+    help: 'Accepted batches whose live publish failed or timed out (they are stored regardless)',
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+}

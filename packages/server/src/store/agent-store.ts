@@ -1,0 +1,143 @@
+import type { SqlClient } from './sql-client.js';
+
+export type MemberRole = 'owner' | 'editor' | 'viewer';
+export const MEMBER_ROLES: readonly MemberRole[] = ['owner', 'editor', 'viewer'];
+
+export interface AgentRecord {
+  id: string;
+  name: string | null;
+  createdAt: string;
+  verifiedAt: string | null;
+  keys: { keyId: string; createdAt: string; revokedAt: string | null }[];
+  members: { userId: string; role: MemberRole }[];
+}
+
+export interface NewAgent {
+  id: string;
+  name: string | null;
+  keyId: string;
+  keyHash: string;
+  verifyTokenHash: string;
+}
+
+const iso = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
+const isoOrNull = (value: Date | string | null) => (value === null ? null : iso(value));
+
+/** Agents, their API keys (hashes), verify tokens (hashes) and members. */
+export class AgentStore {
+  constructor(private readonly sql: SqlClient) {}
+
+  /** False when an agent with this id exists already. */
+  async createAgent(agent: NewAgent): Promise<boolean> {
+    return this.sql.transaction(async (tx) => {
+      const created = await tx.query(
+        'INSERT INTO agents (id, name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING id',
+        [agent.id, agent.name],
+      );
+      if (created.length === 0) return false;
+      await tx.query('INSERT INTO api_keys (id, agent_id, key_hash) VALUES ($1, $2, $3)', [
+        agent.keyId,
+        agent.id,
+        agent.keyHash,
+      ]);
+      await tx.query('INSERT INTO verify_tokens (token_hash, agent_id) VALUES ($1, $2)', [
+        agent.verifyTokenHash,
+        agent.id,
+      ]);
+      return true;
+    });
+  }
+
+  /** False when the agent does not exist. */
+  async addKey(agentId: string, keyId: string, keyHash: string): Promise<boolean> {
+    const rows = await this.sql.query(
+      `INSERT INTO api_keys (id, agent_id, key_hash)
+       SELECT $1, id, $3 FROM agents WHERE id = $2 RETURNING id`,
+      [keyId, agentId, keyHash],
+    );
+    return rows.length > 0;
+  }
+
+  /** False when no such key exists. Revoking twice is harmless. */
+  async revokeKey(keyId: string): Promise<boolean> {
+    const rows = await this.sql.query(
+      'UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1 RETURNING id',
+      [keyId],
+    );
+    return rows.length > 0;
+  }
+
+  /** The agent a live (unrevoked) key belongs to. */
+  async agentForKey(keyHash: string): Promise<{ agentId: string; keyId: string } | undefined> {
+    const [row] = await this.sql.query<{ agentId: string; keyId: string }>(
+      `SELECT agent_id AS "agentId", id AS "keyId" FROM api_keys
+       WHERE key_hash = $1 AND revoked_at IS NULL`,
+      [keyHash],
+    );
+    return row;
+  }
+
+  /** False when the agent does not exist. */
+  async putMember(agentId: string, userId: string, role: MemberRole): Promise<boolean> {
+    const rows = await this.sql.query(
+      `INSERT INTO members (agent_id, user_id, role)
+       SELECT id, $2, $3 FROM agents WHERE id = $1
+       ON CONFLICT (agent_id, user_id) DO UPDATE SET role = EXCLUDED.role
+       RETURNING user_id`,
+      [agentId, userId, role],
+    );
+    return rows.length > 0;
+  }
+
+  /** False when there was no such membership. */
+  async removeMember(agentId: string, userId: string): Promise<boolean> {
+    const rows = await this.sql.query(
+      'DELETE FROM members WHERE agent_id = $1 AND user_id = $2 RETURNING user_id',
+      [agentId, userId],
+    );
+    return rows.length > 0;
+  }
+
+  async roleOf(userId: string, agentId: string): Promise<MemberRole | undefined> {
+    const [row] = await this.sql.query<{ role: MemberRole }>(
+      'SELECT role FROM members WHERE agent_id = $1 AND user_id = $2',
+      [agentId, userId],
+    );
+    return row?.role;
+  }
+
+  async getAgent(id: string): Promise<AgentRecord | undefined> {
+    const [agent] = await this.sql.query<{
+      id: string;
+      name: string | null;
+      createdAt: Date;
+      verifiedAt: Date | null;
+    }>(
+      `SELECT id, name, created_at AS "createdAt", verified_at AS "verifiedAt"
+       FROM agents WHERE id = $1`,
+      [id],
+    );
+    if (!agent) return undefined;
+    const keys = await this.sql.query<{ keyId: string; createdAt: Date; revokedAt: Date | null }>(
+      `SELECT id AS "keyId", created_at AS "createdAt", revoked_at AS "revokedAt"
+       FROM api_keys WHERE agent_id = $1 ORDER BY created_at, id`,
+      [id],
+    );
+    const members = await this.sql.query<{ userId: string; role: MemberRole }>(
+      'SELECT user_id AS "userId", role FROM members WHERE agent_id = $1 ORDER BY user_id',
+      [id],
+    );
+    return {
+      id: agent.id,
+      name: agent.name,
+      createdAt: iso(agent.createdAt),
+      verifiedAt: isoOrNull(agent.verifiedAt),
+      keys: keys.map((k) => ({
+        keyId: k.keyId,
+        createdAt: iso(k.createdAt),
+        revokedAt: isoOrNull(k.revokedAt),
+      })),
+      members,
+    };
+  }
+}

@@ -1,0 +1,53 @@
+import { AgentStore } from './agent-store.js';
+import { migrate } from './migrate.js';
+import { openPgliteClient } from './pglite-client.js';
+import { openPostgresClient } from './postgres-client.js';
+import type { SqlClient, StoreEngine } from './sql-client.js';
+import { TraceStore } from './trace-store.js';
+
+export interface StoreOptions {
+  /** PostgreSQL connection string; when absent the embedded PGlite engine is used. */
+  databaseUrl?: string;
+  /** Schema inside PostgreSQL (default: the connection's search path). */
+  databaseSchema?: string;
+  /** PGlite data directory; undefined keeps the data in memory. */
+  dataDir?: string;
+  poolSize?: number;
+  /** Apply pending migrations on open (the server does; `flightlog migrate` does explicitly). */
+  migrate?: boolean;
+}
+
+/** The trace store: one SQL client and the repositories built on it. */
+export interface Store {
+  readonly engine: StoreEngine;
+  readonly sql: SqlClient;
+  readonly traces: TraceStore;
+  readonly agents: AgentStore;
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** Chooses the engine once, from configuration, and applies migrations. */
+export async function openStore(options: StoreOptions): Promise<Store> {
+  const sql = options.databaseUrl
+    ? await openPostgresClient({
+        connectionString: options.databaseUrl,
+        ...(options.databaseSchema ? { schema: options.databaseSchema } : {}),
+        ...(options.poolSize ? { poolSize: options.poolSize } : {}),
+      })
+    : await openPgliteClient(options.dataDir);
+  try {
+    if (options.migrate !== false) await migrate(sql);
+  } catch (error) {
+    await sql.close();
+    throw error;
+  }
+  return {
+    engine: sql.engine,
+    sql,
+    traces: new TraceStore(sql),
+    agents: new AgentStore(sql),
+    ping: () => sql.ping(),
+    close: () => sql.close(),
+  };
+}

@@ -1,0 +1,156 @@
+import { createHash } from 'node:crypto';
+import pg from 'pg';
+import type { SqlClient, SqlExecutor } from './sql-client.js';
+import { isUnreachable, translateDriverError } from './store-unavailable.js';
+
+export interface PostgresOptions {
+  connectionString: string;
+  /** Schema to work in (created if missing); tests use one per run. */
+  schema?: string;
+  poolSize?: number;
+  /** How long a request may wait for a connection before the store counts as unreachable. */
+  connectTimeoutMs?: number;
+  statementTimeoutMs?: number;
+}
+
+/** Same normalisation as PGlite: bigint as number. numeric stays a string (exact). */
+const INT8_OID = 20;
+const typeParsers = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (oid === INT8_OID) return (value: string) => Number(value);
+    return pg.types.getTypeParser(oid, format);
+  },
+} as pg.CustomTypesConfig;
+
+/** Deadlocks and serialization failures are retried: the transaction is safe to run again. */
+const RETRYABLE = new Set(['40P01', '40001']);
+const MAX_ATTEMPTS = 3;
+
+function quoteIdent(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/**
+ * Our statements are constant strings, so each is prepared once per connection under a name
+ * derived from its text: PostgreSQL parses and plans it once instead of on every request.
+ * Utility statements (DDL, BEGIN) and an unexpected flood of distinct texts stay unnamed.
+ */
+const PREPARABLE = /^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b/i;
+const MAX_PREPARED = 500;
+const statementNames = new Map<string, string>();
+
+function statementName(sql: string): string | undefined {
+  let name = statementNames.get(sql);
+  if (name === undefined && PREPARABLE.test(sql) && statementNames.size < MAX_PREPARED) {
+    name = `fl_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
+    statementNames.set(sql, name);
+  }
+  return name;
+}
+
+function executor(target: pg.Pool | pg.PoolClient): SqlExecutor {
+  return {
+    async query<Row>(sql: string, params: readonly unknown[] = []): Promise<Row[]> {
+      try {
+        const name = statementName(sql);
+        const result = await target.query(
+          name === undefined
+            ? { text: sql, values: params as unknown[] }
+            : { name, text: sql, values: params as unknown[] },
+        );
+        return result.rows as Row[];
+      } catch (error) {
+        return translateDriverError(error);
+      }
+    },
+  };
+}
+
+/** A PostgreSQL server reached through a connection pool (`DATABASE_URL`). */
+export async function openPostgresClient(options: PostgresOptions): Promise<SqlClient> {
+  const schema = options.schema;
+  const searchPath = schema ? `-c search_path=${quoteIdent(schema)}` : '';
+  const pool = new pg.Pool({
+    connectionString: options.connectionString,
+    max: options.poolSize ?? 10,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 2_000,
+    statement_timeout: options.statementTimeoutMs ?? 10_000,
+    idle_in_transaction_session_timeout: 30_000,
+    options: `-c TimeZone=UTC ${searchPath}`.trim(),
+    types: typeParsers,
+    application_name: 'flightlog',
+  });
+  // An idle connection that breaks (database restart) must not crash the process; the next
+  // query gets a fresh connection or reports the store unavailable.
+  pool.on('error', () => {});
+  if (schema) {
+    try {
+      await pool.query(`CREATE SCHEMA IF NOT EXISTS ${quoteIdent(schema)}`);
+    } catch (error) {
+      // IF NOT EXISTS is not safe against a concurrent creator (instances starting together):
+      // losing that race means the schema exists, which is all we need.
+      const code = (error as { code?: unknown }).code;
+      if (code !== '23505' && code !== '42P06') {
+        await pool.end();
+        return translateDriverError(error);
+      }
+    }
+  }
+  const direct = executor(pool);
+  let closing: Promise<void> | undefined;
+
+  async function runOnce<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (error) {
+      return translateDriverError(error);
+    }
+    let broken: Error | undefined;
+    // A checked-out client that loses its connection emits 'error'; unheard, that would crash
+    // the process. The failing query rejects as well, which is where the outage is reported.
+    const onError = (error: Error) => {
+      broken = error;
+    };
+    client.on('error', onError);
+    try {
+      await client.query('BEGIN');
+      const result = await work(executor(client));
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      if (isUnreachable(error)) broken = error instanceof Error ? error : new Error(String(error));
+      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+        broken = rollbackError instanceof Error ? rollbackError : new Error('rollback failed');
+      });
+      return translateDriverError(error);
+    } finally {
+      client.off('error', onError);
+      // A connection that failed mid-transaction is discarded rather than reused.
+      client.release(broken);
+    }
+  }
+
+  return {
+    engine: 'postgres',
+    query: direct.query,
+    async transaction(work) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await runOnce(work);
+        } catch (error) {
+          const code = (error as { code?: unknown }).code;
+          if (attempt < MAX_ATTEMPTS && typeof code === 'string' && RETRYABLE.has(code)) continue;
+          throw error;
+        }
+      }
+    },
+    async ping() {
+      await direct.query('SELECT 1');
+    },
+    close() {
+      closing ??= pool.end();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,54 @@
+import { FlightlogError } from '../errors/flightlog-error.js';
+
+const CONNECTION_ERROR_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EAI_AGAIN',
+]);
+
+/**
+ * True when an error from a database driver means the database cannot be reached right now
+ * (as opposed to a bug or a constraint violation): the request may succeed if retried later.
+ */
+export function isUnreachable(error: unknown): boolean {
+  if (error instanceof FlightlogError) return error.code === 'store-unavailable';
+  if (!(error instanceof Error)) return false;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') {
+    if (CONNECTION_ERROR_CODES.has(code)) return true;
+    // SQLSTATE 08: connection exception; 57P0x: server shutting down; 53300: too many connections;
+    // 57014: statement timeout (the database is too slow to answer in time).
+    if (code.startsWith('08') || /^57P0[1-4]$/.test(code) || code === '53300' || code === '57014')
+      return true;
+  }
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection closed|PGlite is closed/i.test(
+    error.message,
+  );
+}
+
+export function storeUnavailable(cause: unknown): FlightlogError {
+  return new FlightlogError('store-unavailable', 'The trace store is unreachable; retry later.', {
+    retryAfterSeconds: 1,
+    cause,
+  });
+}
+
+/** Rethrows driver errors that mean "unreachable" as the coded store-unavailable error. */
+export function translateDriverError(error: unknown): never {
+  if (error instanceof FlightlogError) throw error;
+  if (isUnreachable(error)) throw storeUnavailable(error);
+  // SQLSTATE 22: a value the database cannot hold. The schemas are meant to refuse these first;
+  // this keeps any they miss a client error rather than a 500.
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string' && code.startsWith('22'))
+    throw new FlightlogError('validation-failed', 'A value in the request cannot be stored.', {
+      fieldErrors: [],
+      cause: error,
+    });
+  throw error;
+}

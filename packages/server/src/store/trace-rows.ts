@@ -1,0 +1,50 @@
+import type { Event, Trace } from '@flightlog/protocol';
+
+/** Columns of `traces` as wire field names; numerics as text so they stay exact. */
+export const TRACE_COLUMNS = `
+  t.id, t.agent_id AS "agentId", t.status, t.started_at AS "startedAt",
+  t.input_summary AS "inputSummary", t.ended_at AS "endedAt", t.duration_ms AS "durationMs",
+  t.output_summary AS "outputSummary", t.error_message AS "errorMessage", t.tags,
+  t.event_count AS "eventCount", t.total_tokens AS "totalTokens",
+  t.total_cost_usd::text AS "totalCostUsd", t.total_lamports::text AS "totalLamports",
+  t.chain_tx_count AS "chainTxCount", t.tools_called AS "toolsCalled",
+  t.anchor_signature AS "anchorSignature", t.anchor_slot::text AS "anchorSlot",
+  t.merkle_proof AS "merkleProof", t.trace_hash AS "traceHash", t.share_token AS "shareToken"`;
+
+export const EVENT_COLUMNS = `
+  e.id, e.trace_id AS "traceId", e.sequence, e.type, e.started_at AS "startedAt",
+  e.payload, e.status, e.payload_encrypted AS "payloadEncrypted",
+  e.parent_event_id AS "parentEventId", e.ended_at AS "endedAt", e.duration_ms AS "durationMs",
+  e.error_message AS "errorMessage"`;
+
+/** A row as the driver returns it: timestamps are Dates. */
+type Stored<T> = Omit<T, 'startedAt' | 'endedAt'> & {
+  startedAt: Date | string;
+  endedAt?: Date | string | null;
+};
+export type TraceRow = Stored<Trace>;
+export type EventRow = Stored<Event>;
+
+function iso(value: unknown): string {
+  return value instanceof Date ? value.toISOString() : String(value);
+}
+
+function isoOrNull(value: unknown): string | null {
+  return value === null || value === undefined ? null : iso(value);
+}
+
+export function traceFromRow(row: Stored<Trace>): Trace {
+  return {
+    ...row,
+    startedAt: iso(row.startedAt),
+    endedAt: isoOrNull(row.endedAt),
+  } as Trace;
+}
+
+export function eventFromRow(row: Stored<Event>): Event {
+  return {
+    ...row,
+    startedAt: iso(row.startedAt),
+    endedAt: isoOrNull(row.endedAt),
+  } as Event;
+}

@@ -1,0 +1,124 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import {
+  disposeLocation,
+  describeEngines,
+  freshLocation,
+  type EngineLocation,
+} from '../harness/engines.js';
+import { postBatch, send } from '../harness/http.js';
+import { runCli, startServeProcess, type ServeProcess } from '../harness/cli-process.js';
+import { runBatch } from '../fixtures/batches.js';
+import { loadMigrations } from '../../src/store/migrate.js';
+
+const JWT_SECRET = 'cli-test-secret-cli-test-secret-0123';
+
+describeEngines('flightlog CLI, headless bootstrap end to end [%s]', (engine) => {
+  let env: Record<string, string>;
+  let dataDir: string;
+  let location: EngineLocation;
+  let serve: ServeProcess | undefined;
+  let spareKey = '';
+
+  beforeAll(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'flightlog-cli-'));
+    location = freshLocation(engine);
+    env = {
+      JWT_SECRET,
+      ...(engine === 'pglite'
+        ? { DATA_DIR: dataDir }
+        : { DATABASE_URL: location.databaseUrl!, DATABASE_SCHEMA: location.databaseSchema! }),
+    };
+  });
+  afterAll(async () => {
+    if (serve && serve.child.exitCode === null) serve.child.kill('SIGKILL');
+    await disposeLocation(location);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('bootstraps an agent, a key, a member and a token without a running server, then serves them', async () => {
+    const migrated = await runCli(['migrate'], env);
+    expect(migrated.code, migrated.stderr).toBe(0);
+    expect(JSON.parse(migrated.stdout).applied).toEqual(
+      (await loadMigrations()).map((m) => m.name),
+    );
+
+    const created = await runCli(
+      ['agent', 'create', '--id', 'cli-agent', '--name', 'From the CLI'],
+      env,
+    );
+    expect(created.code, created.stderr).toBe(0);
+    const agent = JSON.parse(created.stdout);
+    expect(agent).toEqual({
+      agentId: 'cli-agent',
+      apiKey: expect.stringMatching(/^flk_/),
+      verifyToken: expect.stringMatching(/^flv_/),
+    });
+
+    const again = await runCli(['agent', 'create', '--id', 'cli-agent'], env);
+    expect(again.code).toBe(2);
+    expect(again.stderr).toContain('exists already');
+
+    const key = await runCli(['key', 'create', '--agent', 'cli-agent'], env);
+    expect(key.code, key.stderr).toBe(0);
+    const second = JSON.parse(key.stdout);
+
+    const spare = await runCli(['key', 'create', '--agent', 'cli-agent'], env);
+    spareKey = JSON.parse(spare.stdout).apiKey as string;
+
+    const granted = await runCli(
+      ['member', 'grant', '--agent', 'cli-agent', '--user', 'ana', '--role', 'editor'],
+      env,
+    );
+    expect(granted.code, granted.stderr).toBe(0);
+    const token = (await runCli(['dev-token', '--user', 'ana'], env)).stdout.trim();
+    expect(token.split('.')).toHaveLength(3);
+
+    serve = await startServeProcess(env);
+    const { body, trace } = runBatch({
+      batch: { agentId: 'cli-agent', verifyToken: agent.verifyToken },
+    });
+    const res = await postBatch(serve.url, second.apiKey, body, { gzip: true });
+    expect(res.status).toBe(202);
+    expect(res.headers.get('flightlog-verify')).toBe('verified');
+    const read = await send(serve.url, `/v1/traces/${trace.id}`, undefined, { token });
+    expect(read.status).toBe(200);
+    expect(read.body.trace.agentId).toBe('cli-agent');
+  }, 180_000);
+
+  // PGlite only: PostgreSQL has no data directory for one process to hold
+  if (engine === 'pglite')
+    it('refuses to open a DATA_DIR that a running server holds', async () => {
+      const busy = await runCli(['agent', 'create'], env);
+      expect(busy.code).toBe(1);
+      expect(busy.stderr).toMatch(/DATA_DIR .* is in use by process \d+/);
+    });
+
+  it('shuts down gracefully on SIGTERM: finishes the request in flight, then exits 0', async () => {
+    if (!serve) throw new Error('serve did not start');
+    // Send the headers and part of a body, signal, then finish the body.
+    const payload = Buffer.from(JSON.stringify(runBatch().body));
+    const socket = net.connect(Number(new URL(serve.url).port), '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let response = '';
+    socket.on('data', (d: Buffer) => (response += d.toString()));
+    const closed = new Promise((resolve) => socket.on('close', resolve));
+    socket.write(
+      `POST /v1/traces/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${spareKey}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${payload.length}\r\n\r\n`,
+    );
+    socket.write(payload.subarray(0, 100));
+    await new Promise((r) => setTimeout(r, 300));
+    serve.child.kill('SIGTERM');
+    await new Promise((r) => setTimeout(r, 300));
+    // write, not end: a client that half-closes its socket gets no answer from Node's HTTP server
+    socket.write(payload.subarray(100));
+    const [code] = await Promise.all([serve.exited, closed]);
+    expect(response).toMatch(/^HTTP\/1\.1 202/);
+    expect(code).toBe(0);
+    expect(serve.output()).toContain('shutting down');
+  });
+});

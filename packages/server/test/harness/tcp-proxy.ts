@@ -1,0 +1,67 @@
+import net from 'node:net';
+
+/**
+ * A TCP proxy between the service and its database or Redis, so a test can cut the connection
+ * (an outage the service cannot tell from a real one) and restore it, or stall it: connections
+ * stay open but nothing gets through (a hung server, a network dropping packets) until released.
+ */
+export class TcpProxy {
+  private server: net.Server | undefined;
+  private readonly sockets = new Set<net.Socket>();
+  private stalled = false;
+  port = 0;
+
+  constructor(
+    private readonly targetHost: string,
+    private readonly targetPort: number,
+  ) {}
+
+  async start(): Promise<void> {
+    const server = net.createServer((client) => {
+      const upstream = net.connect({ host: this.targetHost, port: this.targetPort });
+      for (const socket of [client, upstream]) {
+        this.sockets.add(socket);
+        socket.on('close', () => this.sockets.delete(socket));
+        socket.on('error', () => {
+          client.destroy();
+          upstream.destroy();
+        });
+        if (this.stalled) socket.pause();
+      }
+      client.pipe(upstream);
+      upstream.pipe(client);
+    });
+    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
+    this.port = (server.address() as net.AddressInfo).port;
+    this.server = server;
+  }
+
+  /** Holds every byte in both directions; the connections stay open. */
+  stall(): void {
+    this.stalled = true;
+    for (const socket of this.sockets) socket.pause();
+  }
+
+  /** Lets what was held back flow on. */
+  release(): void {
+    this.stalled = false;
+    for (const socket of this.sockets) socket.resume();
+  }
+
+  /** Drops every open connection and refuses new ones until restore(). */
+  async cut(): Promise<void> {
+    const server = this.server;
+    this.server = undefined;
+    for (const socket of this.sockets) socket.destroy();
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  /** Listens again on the same port. */
+  restore(): Promise<void> {
+    return this.start();
+  }
+
+  close(): Promise<void> {
+    return this.cut();
+  }
+}

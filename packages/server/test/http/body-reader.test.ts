@@ -1,0 +1,118 @@
+import { Readable } from 'node:stream';
+import { createGzip, gzipSync } from 'node:zlib';
+import { describe, expect, it } from 'vitest';
+import { FlightlogError } from '../../src/errors/flightlog-error.js';
+import { parseJson, readBody } from '../../src/http/json-body.js';
+
+const code = (error: unknown) => (error instanceof FlightlogError ? error.code : String(error));
+
+/** A gzip stream of `size` zero bytes, made on the fly, in 64 KiB chunks. */
+async function gzipOfZeros(size: number): Promise<Buffer> {
+  const zeros = Buffer.alloc(64 * 1024);
+  async function* source() {
+    for (let sent = 0; sent < size; sent += zeros.length) yield zeros;
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of Readable.from(source()).pipe(createGzip({ level: 9 })))
+    chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** Feeds `body` in 1 KiB chunks and records how much of it the reader consumed. */
+function metered(body: Buffer) {
+  const meter = { consumed: 0 };
+  async function* chunks() {
+    for (let i = 0; i < body.length; i += 1024) {
+      const chunk = body.subarray(i, i + 1024);
+      meter.consumed += chunk.length;
+      yield chunk;
+    }
+  }
+  return { stream: chunks(), meter };
+}
+
+describe('readBody', () => {
+  it('returns a plain body as sent', async () => {
+    const { stream } = metered(Buffer.from('{"a":1}'));
+    expect((await readBody(stream, undefined, undefined, { maxBytes: 100 })).toString()).toBe(
+      '{"a":1}',
+    );
+  });
+
+  it('inflates gzip', async () => {
+    const { stream } = metered(gzipSync('{"a":1}'));
+    expect((await readBody(stream, 'gzip', undefined, { maxBytes: 100 })).toString()).toBe(
+      '{"a":1}',
+    );
+  });
+
+  it('refuses a 100 MB gzip bomb after inflating at most the cap, without reading the rest', async () => {
+    const bomb = await gzipOfZeros(100 * 1024 * 1024);
+    const { stream, meter } = metered(bomb);
+    const cap = 1024 * 1024;
+    const error = await readBody(stream, 'gzip', String(bomb.length), { maxBytes: cap }).catch(
+      (e) => e,
+    );
+    expect(code(error)).toBe('payload-too-large');
+    // 1 MiB of 100 MB is 1 %: the reader stops after about that share of the compressed input
+    // (plus the stream buffers in between), nowhere near all of it.
+    expect(meter.consumed).toBeLessThan(bomb.length * 0.2);
+  });
+
+  it('refuses a plain body that passes the cap while streaming, even with no Content-Length', async () => {
+    const { stream, meter } = metered(Buffer.alloc(50_000, 0x20));
+    const error = await readBody(stream, undefined, undefined, { maxBytes: 10_000 }).catch(
+      (e) => e,
+    );
+    expect(code(error)).toBe('payload-too-large');
+    expect(meter.consumed).toBeLessThanOrEqual(11 * 1024);
+  });
+
+  it('refuses a declared Content-Length over the cap before reading anything', async () => {
+    const { stream, meter } = metered(Buffer.alloc(10));
+    const error = await readBody(stream, undefined, '999999', { maxBytes: 1000 }).catch((e) => e);
+    expect(code(error)).toBe('payload-too-large');
+    expect(meter.consumed).toBe(0);
+  });
+
+  it('refuses a compressed body over the cap on the wire', async () => {
+    const random = Buffer.from(
+      Array.from({ length: 40_000 }, () => Math.floor(Math.random() * 256)),
+    );
+    const { stream } = metered(gzipSync(random));
+    const error = await readBody(stream, 'gzip', undefined, { maxBytes: 20_000 }).catch((e) => e);
+    expect(code(error)).toBe('payload-too-large');
+  });
+
+  it.each(['br', 'deflate', 'compress'])(
+    'refuses Content-Encoding %s as unsupported',
+    async (encoding) => {
+      const { stream } = metered(Buffer.from('{}'));
+      const error = await readBody(stream, encoding, undefined, { maxBytes: 100 }).catch((e) => e);
+      expect(code(error)).toBe('unsupported-media-type');
+    },
+  );
+
+  it('calls broken gzip malformed', async () => {
+    const { stream } = metered(Buffer.from('not gzip at all'));
+    const error = await readBody(stream, 'gzip', undefined, { maxBytes: 100 }).catch((e) => e);
+    expect(code(error)).toBe('malformed-json');
+  });
+});
+
+describe('parseJson', () => {
+  it('parses JSON and treats an empty body as absent', () => {
+    expect(parseJson(Buffer.from('{"a":[1,"x"]}'))).toEqual({ a: [1, 'x'] });
+    expect(parseJson(Buffer.from('  '))).toBeUndefined();
+  });
+
+  it.each([
+    ['invalid UTF-8', Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d])],
+    ['a syntax error', Buffer.from('{"a":')],
+    ['NaN', Buffer.from('{"a":NaN}')],
+    ['a __proto__ key', Buffer.from('{"__proto__":{"x":1}}')],
+    ['a constructor.prototype key', Buffer.from('{"constructor":{"prototype":{"x":1}}}')],
+  ])('refuses %s as malformed', (_name, bytes) => {
+    expect(() => parseJson(bytes)).toThrow(expect.objectContaining({ code: 'malformed-json' }));
+  });
+});

@@ -1,0 +1,339 @@
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describeEngines } from '../harness/engines.js';
+import { isProblem, postBatch, send } from '../harness/http.js';
+import { tableCounts } from '../harness/inspect.js';
+import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
+import {
+  REQUIRED_EVENT_FIELDS,
+  REQUIRED_TRACE_FIELDS,
+  llmCallEvent,
+  newId,
+  runBatch,
+  traceSnapshot,
+} from '../fixtures/batches.js';
+
+type Body = Record<string, unknown>;
+const clone = <T>(value: T): T => structuredClone(value);
+
+describeEngines('POST /v1/traces/batch, refused [%s]', (engine) => {
+  let server: TestServer;
+  let agent: TestAgent;
+  beforeAll(async () => {
+    server = await startTestServer(engine, { maxBodyBytes: 1024 * 1024 });
+    agent = await server.createAgent();
+  });
+  afterAll(() => server.close());
+
+  /** Sends a body that must be refused with `status`, and checks nothing was stored. */
+  async function refused(
+    body: unknown,
+    status: number,
+    options: Parameters<typeof postBatch>[3] = {},
+  ) {
+    const before = await tableCounts(server.store);
+    const res = await postBatch(server.url, agent.apiKey, body, options);
+    expect(res.status, res.text).toBe(status);
+    expect(isProblem(res, status), res.text).toBe(true);
+    expect(await tableCounts(server.store)).toEqual(before);
+    return res;
+  }
+
+  const pointers = (res: { body: { errors?: { pointer: string }[] } }) =>
+    (res.body.errors ?? []).map((e) => e.pointer);
+
+  describe('validation rules of the spec, each with the JSON pointer of the offending field', () => {
+    it('items must contain at least one element', async () => {
+      const res = await refused({ batchId: newId(), items: [] }, 400);
+      expect(pointers(res)).toEqual(['/items']);
+    });
+
+    it.each(['batchId', 'items'])('%s is required', async (field) => {
+      const body: Body = { ...runBatch().body };
+      delete body[field];
+      const res = await refused(body, 400);
+      expect(pointers(res)).toEqual([`/${field}`]);
+    });
+
+    it.each(REQUIRED_TRACE_FIELDS)('trace.%s is required', async (field) => {
+      const { body } = runBatch();
+      delete (body.items[0]!.trace as unknown as Body)[field];
+      const res = await refused(body, 400);
+      expect(pointers(res)).toContain(`/items/0/trace/${field}`);
+    });
+
+    it('trace.agentId must be non-empty', async () => {
+      const res = await refused(runBatch({ trace: { agentId: '' } }).body, 400);
+      expect(pointers(res)).toEqual(['/items/0/trace/agentId']);
+    });
+
+    it.each(REQUIRED_EVENT_FIELDS)('event.%s is required', async (field) => {
+      const { body } = runBatch({ events: 2 });
+      delete (body.items[0]!.events[1] as unknown as Body)[field];
+      const res = await refused(body, 400);
+      expect(pointers(res)).toContain(`/items/0/events/1/${field}`);
+    });
+
+    it('event.traceId must equal its trace id', async () => {
+      const { body } = runBatch({ events: 2 });
+      body.items[0]!.events[1]!.traceId = newId();
+      const res = await refused(body, 400);
+      expect(pointers(res)).toEqual(['/items/0/events/1/traceId']);
+    });
+
+    it.each([
+      [
+        'trace status outside the allowed set',
+        (b: Body) => ((b as any).items[0].trace.status = 'done'),
+        '/items/0/trace/status',
+      ],
+      [
+        'event type outside the allowed set',
+        (b: Body) => ((b as any).items[0].events[0].type = 'http_call'),
+        '/items/0/events/0/type',
+      ],
+      [
+        'event status outside the allowed set',
+        (b: Body) => ((b as any).items[0].events[0].status = 'warn'),
+        '/items/0/events/0/status',
+      ],
+      [
+        'a number sent as a string (no coercion)',
+        (b: Body) => ((b as any).items[0].trace.eventCount = '1'),
+        '/items/0/trace/eventCount',
+      ],
+      [
+        'null where a number is required',
+        (b: Body) => ((b as any).items[0].trace.totalTokens = null),
+        '/items/0/trace/totalTokens',
+      ],
+      [
+        'a fractional sequence',
+        (b: Body) => ((b as any).items[0].events[0].sequence = 1.5),
+        '/items/0/events/0/sequence',
+      ],
+      [
+        'a negative count',
+        (b: Body) => ((b as any).items[0].trace.chainTxCount = -1),
+        '/items/0/trace/chainTxCount',
+      ],
+      [
+        'lamports as a JSON number',
+        (b: Body) => ((b as any).items[0].trace.totalLamports = 5),
+        '/items/0/trace/totalLamports',
+      ],
+      [
+        'a cost that is not a decimal',
+        (b: Body) => ((b as any).items[0].trace.totalCostUsd = '1e-3'),
+        '/items/0/trace/totalCostUsd',
+      ],
+      [
+        'a date that does not exist',
+        (b: Body) => ((b as any).items[0].trace.startedAt = '2026-02-30T10:00:00Z'),
+        '/items/0/trace/startedAt',
+      ],
+      [
+        'a date without time zone',
+        (b: Body) => ((b as any).items[0].trace.startedAt = '2026-02-03T10:00:00'),
+        '/items/0/trace/startedAt',
+      ],
+      [
+        'year zero',
+        (b: Body) => ((b as any).items[0].events[0].startedAt = '0000-01-01T00:00:00Z'),
+        '/items/0/events/0/startedAt',
+      ],
+      [
+        'payload that is not an object',
+        (b: Body) => ((b as any).items[0].events[0].payload = 'text'),
+        '/items/0/events/0/payload',
+      ],
+      [
+        'payloadEncrypted as a string',
+        (b: Body) => ((b as any).items[0].events[0].payloadEncrypted = 'false'),
+        '/items/0/events/0/payloadEncrypted',
+      ],
+      [
+        'an unknown trace field',
+        (b: Body) => ((b as any).items[0].trace.colour = 'red'),
+        '/items/0/trace/colour',
+      ],
+      ['an unknown top-level field', (b: Body) => ((b as any).extra = true), '/extra'],
+      [
+        'a batchId that is neither ULID nor UUID',
+        (b: Body) => ((b as any).batchId = 'batch-1'),
+        '/batchId',
+      ],
+      [
+        'a NUL character in a summary',
+        (b: Body) => ((b as any).items[0].trace.inputSummary = 'a\u0000b'),
+        '/items/0/trace/inputSummary',
+      ],
+    ])('%s', async (_name, mutate, pointer) => {
+      const { body } = runBatch();
+      const bad = clone(body) as unknown as Body;
+      mutate(bad);
+      const res = await refused(bad, 400);
+      expect(pointers(res)).toContain(pointer);
+    });
+
+    it('names every offending field, not only the first', async () => {
+      const { body } = runBatch({ events: 2 });
+      const bad = clone(body) as any;
+      bad.items[0].trace.status = 'nope';
+      bad.items[0].events[1].sequence = 'x';
+      const res = await refused(bad, 400);
+      expect(pointers(res)).toEqual(
+        expect.arrayContaining(['/items/0/trace/status', '/items/0/events/1/sequence']),
+      );
+    });
+
+    it('refuses an event id that appears twice in one batch', async () => {
+      const { body } = runBatch({ events: 2 });
+      body.items[0]!.events[1]!.id = body.items[0]!.events[0]!.id;
+      const res = await refused(body, 400);
+      expect(pointers(res)).toEqual(['/items/0/events/1/id']);
+    });
+
+    it('refuses payloads nested deeper than the documented limit', async () => {
+      const { body } = runBatch();
+      let deep: unknown = 'bottom';
+      for (let i = 0; i < 100; i++) deep = { d: deep };
+      body.items[0]!.events[0]!.payload = deep as Record<string, unknown>;
+      const res = await refused(body, 400);
+      expect(pointers(res)).toEqual(['/items/0/events/0/payload']);
+    });
+
+    it('refuses more items than the documented limit', async () => {
+      const items = Array.from({ length: 1001 }, () => ({ trace: traceSnapshot(), events: [] }));
+      const res = await refused({ batchId: newId(), items }, 400, { gzip: true });
+      expect(pointers(res)).toEqual(['/items']);
+    });
+  });
+
+  describe('malformed bodies', () => {
+    it('answers 400 for malformed JSON', async () => {
+      const res = await refused('{"batchId": "01', 400);
+      expect(res.body.type).toBe('urn:flightlog:problem:malformed-json');
+    });
+
+    it('answers 400 for invalid UTF-8', async () => {
+      const json = Buffer.from(JSON.stringify(runBatch().body));
+      const bad = Buffer.concat([
+        json.subarray(0, 20),
+        Buffer.from([0xc3, 0x28]),
+        json.subarray(20),
+      ]);
+      await refused(bad, 400);
+    });
+
+    it('answers 400 for a body that says gzip but is not', async () => {
+      await refused(JSON.stringify(runBatch().body), 400, {
+        headers: { 'content-encoding': 'gzip' },
+      });
+    });
+
+    it('answers 400 for an empty body', async () => {
+      await refused('', 400);
+    });
+
+    it('refuses __proto__ keys and leaves every prototype untouched', async () => {
+      const text = JSON.stringify(runBatch().body).replace(
+        '"payload":{',
+        '"payload":{"__proto__":{"polluted":true},',
+      );
+      const res = await refused(text, 400);
+      expect(res.body.type).toBe('urn:flightlog:problem:malformed-json');
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+      const ctor = JSON.stringify(runBatch().body).replace(
+        '"payload":{',
+        '"payload":{"constructor":{"prototype":{"polluted":true}},',
+      );
+      await refused(ctor, 400);
+      expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    });
+  });
+
+  describe('content type and encoding', () => {
+    it('answers 415 for a content type other than JSON', async () => {
+      const res = await refused(JSON.stringify(runBatch().body), 415, {
+        headers: { 'content-type': 'text/plain' },
+      });
+      expect(res.body.type).toBe('urn:flightlog:problem:unsupported-media-type');
+    });
+
+    it('answers 415 for an encoding other than gzip', async () => {
+      await refused(JSON.stringify(runBatch().body), 415, {
+        headers: { 'content-encoding': 'br' },
+      });
+    });
+  });
+
+  describe('size limits (1 MiB in this suite)', () => {
+    it('answers 413 for a plain body over the limit', async () => {
+      const { body } = runBatch();
+      body.items[0]!.trace.inputSummary = 'x'.repeat(60_000);
+      const big = {
+        ...body,
+        items: Array.from({ length: 20 }, () => ({
+          trace: { ...body.items[0]!.trace, id: newId() },
+          events: [],
+        })),
+      };
+      await refused(big, 413);
+    });
+
+    it('answers 413 for a gzip body whose inflated size is over the limit (a gzip bomb)', async () => {
+      // 10 MB of zeros compresses to about 10 KB: small on the wire, huge when inflated.
+      const bomb = gzipSync(Buffer.alloc(10 * 1024 * 1024));
+      expect(bomb.length).toBeLessThan(1024 * 1024);
+      await refused(bomb, 413, { headers: { 'content-encoding': 'gzip' } });
+    });
+
+    it('answers 413 for a declared Content-Length over the limit without reading the body', async () => {
+      const res = await fetch(`${server.url}/v1/traces/batch`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${agent.apiKey}`, 'content-type': 'application/json' },
+        body: 'x'.repeat(1100 * 1024),
+      });
+      expect(res.status).toBe(413);
+      expect(res.headers.get('content-type')).toContain('application/problem+json');
+    });
+  });
+
+  describe('all or nothing', () => {
+    it('stores nothing of a batch whose last item is refused by the store', async () => {
+      const other = await server.createAgent();
+      const foreign = runBatch();
+      expect((await postBatch(server.url, other.apiKey, foreign.body)).status).toBe(202);
+      const mine = traceSnapshot();
+      const before = await tableCounts(server.store);
+      const res = await postBatch(server.url, agent.apiKey, {
+        batchId: newId(),
+        items: [
+          { trace: mine, events: [llmCallEvent(mine.id, 0)] },
+          { trace: { ...foreign.trace, agentId: agent.agentId }, events: [] },
+        ],
+      });
+      expect(res.status).toBe(409);
+      expect(await tableCounts(server.store)).toEqual(before);
+      // and the refused batch id was not used up
+      const retry = await postBatch(server.url, agent.apiKey, {
+        batchId: newId(),
+        items: [{ trace: mine, events: [llmCallEvent(mine.id, 0)] }],
+      });
+      expect(retry.status).toBe(202);
+    });
+  });
+
+  it('never answers 500 to a client mistake on the other routes', async () => {
+    for (const [path, body, headers] of [
+      ['/v1/traces/x/complete', '{', {}],
+      ['/v1/traces/x/complete', { status: 'finished' }, {}],
+      ['/v1/traces/batch', { items: 'x' }, { 'content-type': 'application/json; charset=utf-8' }],
+    ] as const) {
+      const res = await send(server.url, path, body, { token: agent.apiKey, headers });
+      expect(res.status).toBeGreaterThanOrEqual(400);
+      expect(res.status).toBeLessThan(500);
+    }
+  });
+});
