@@ -76,6 +76,8 @@ export async function startTestServer(
     options.bus === 'redis'
       ? createRedisBus({ url: redisUrl(), keyPrefix: liveRedisPrefix, blockMs: 200 })
       : undefined;
+  // as the server does at start-up: publishing before the connection is up would fail fast
+  if (bus && !(await bus.ready(5_000))) throw new Error('Redis bus not ready within 5 s');
   const built = await buildApp({ config, store, logger: false, ...(bus ? { bus } : {}) });
   await built.app.listen({ port: 0, host: '127.0.0.1' });
   const address = built.app.server.address();
