@@ -4,8 +4,16 @@ import { lockDataDir } from './data-dir-lock.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import { translateDriverError } from './store-unavailable.js';
 
-/** PGlite already returns bigint as number and numeric as string; json is parsed the same way. */
-const PARSERS = { [types.INT8]: (value: string) => Number(value) };
+/**
+ * PGlite already returns numeric as string and parses json the same way as pg. bigint comes back
+ * as number, as on pg. Its own timestamptz parser is `new Date(text)`, which reads years before
+ * 100 as 19xx/20xx; the session is in UTC, so the text is `YYYY-MM-DD HH:MM:SS[.ffffff]+00`,
+ * which read as ISO 8601 is exact for every year.
+ */
+const PARSERS = {
+  [types.INT8]: (value: string) => Number(value),
+  [types.TIMESTAMPTZ]: (value: string) => new Date(`${value.replace(' ', 'T').slice(0, -3)}Z`),
+};
 
 function executor(target: PGlite | Transaction): SqlExecutor {
   return {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import pg from 'pg';
+import { FlightlogError } from '../errors/flightlog-error.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import { isUnreachable, translateDriverError } from './store-unavailable.js';
 
@@ -140,8 +141,13 @@ export async function openPostgresClient(options: PostgresOptions): Promise<SqlC
           return await runOnce(work);
         } catch (error) {
           const code = (error as { code?: unknown }).code;
-          if (attempt < MAX_ATTEMPTS && typeof code === 'string' && RETRYABLE.has(code)) continue;
-          throw error;
+          if (typeof code !== 'string' || !RETRYABLE.has(code)) throw error;
+          if (attempt < MAX_ATTEMPTS) continue;
+          // Still contended after the last attempt: the client's retry (same batchId) is safe.
+          throw new FlightlogError('store-unavailable', 'The trace store is busy; retry later.', {
+            retryAfterSeconds: 1,
+            cause: error,
+          });
         }
       }
     },

@@ -322,7 +322,7 @@ export class TraceStore {
     return this.sql.transaction(async (tx) => {
       const endedAt = body.endedAt ?? null;
       const [found] = await tx.query<{ endsBeforeStart: boolean }>(
-        `SELECT COALESCE($3::timestamptz, now()) < started_at AS "endsBeforeStart"
+        `SELECT COALESCE($3::timestamptz < started_at, false) AS "endsBeforeStart"
          FROM traces WHERE id = $1 AND agent_id = $2 FOR UPDATE`,
         [traceId, agentId, endedAt],
       );
@@ -330,12 +330,15 @@ export class TraceStore {
       if (found.endsBeforeStart) return { kind: 'ends-before-start' };
 
       const status = body.status ?? 'completed';
-      // Absent summary fields stay as they are; an explicit null clears them.
+      // Absent summary fields stay as they are; an explicit null clears them. With no endedAt
+      // the run ends now, but never before it started: an agent whose clock runs ahead of ours
+      // can send a startedAt in our future, and its trace must still be finalisable.
       const [row] = await tx.query<TraceRow>(
         `UPDATE traces t SET
            status = $3,
-           ended_at = COALESCE($4::timestamptz, now()),
-           duration_ms = EXTRACT(EPOCH FROM (COALESCE($4::timestamptz, now()) - t.started_at)) * 1000,
+           ended_at = COALESCE($4::timestamptz, GREATEST(now(), t.started_at)),
+           duration_ms = EXTRACT(EPOCH FROM (
+             COALESCE($4::timestamptz, GREATEST(now(), t.started_at)) - t.started_at)) * 1000,
            output_summary = CASE WHEN $5 THEN $6 ELSE t.output_summary END,
            error_message = CASE WHEN $7 THEN $8 ELSE t.error_message END,
            updated_at = now()

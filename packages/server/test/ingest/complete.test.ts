@@ -87,10 +87,11 @@ describeEngines('POST /v1/traces/:id/complete [%s]', (engine) => {
     async (status) => {
       const trace = await runningTrace();
       expect((await complete(trace.id, { status, outputSummary: 'stopped' })).status).toBe(200);
-      expect(await storedTrace(server.store, trace.id)).toMatchObject({
-        status,
-        output_summary: 'stopped',
-      });
+      const stored = await storedTrace(server.store, trace.id);
+      expect(stored).toMatchObject({ status, output_summary: 'stopped' });
+      // endedAt defaults to now and the duration is computed, as for the other statuses
+      expect(Math.abs((stored?.ended_at as Date).getTime() - Date.now())).toBeLessThan(5_000);
+      expect(stored?.duration_ms).toBeGreaterThanOrEqual(60_000);
       expect(await analysisJobs(server.store, trace.id)).toEqual([]);
     },
   );
@@ -101,6 +102,17 @@ describeEngines('POST /v1/traces/:id/complete [%s]', (engine) => {
     expect(isProblem(res, 400)).toBe(true);
     expect(res.body.errors).toEqual([{ pointer: '/endedAt', detail: expect.any(String) }]);
     expect((await storedTrace(server.store, trace.id))?.status).toBe('running');
+  });
+
+  it('with no body completes a trace whose startedAt is ahead of the server clock (duration 0)', async () => {
+    // an agent whose clock runs 30 s fast: "now" on the server is before its startedAt
+    const trace = await runningTrace(-30_000);
+    const res = await complete(trace.id);
+    expect(res.status).toBe(200);
+    const stored = await storedTrace(server.store, trace.id);
+    expect(stored?.status).toBe('completed');
+    expect((stored?.ended_at as Date).toISOString()).toBe(trace.startedAt);
+    expect(stored?.duration_ms).toBe(0);
   });
 
   it.each([

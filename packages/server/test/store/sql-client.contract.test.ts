@@ -1,7 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FlightlogError } from '../../src/errors/flightlog-error.js';
 import { openPostgresClient } from '../../src/store/postgres-client.js';
-import { describeEngines, openTestStore, type TestStore } from '../harness/engines.js';
+import {
+  describeEngines,
+  describeWithPostgres,
+  openTestStore,
+  type TestStore,
+} from '../harness/engines.js';
 
 // One contract, both engines: whatever the store layer relies on behaves the same.
 describeEngines('SqlClient contract [%s]', (engine) => {
@@ -28,6 +33,19 @@ describeEngines('SqlClient contract [%s]', (engine) => {
     expect(row?.d).toBe('0.10');
     expect(row?.t).toBeInstanceOf(Date);
     expect((row?.t as Date).toISOString()).toBe('2026-01-02T03:04:05.678Z');
+  });
+
+  it('reads timestamps of every year from 0001 to 9999 back exactly', async () => {
+    const values = [
+      '0001-01-01T00:00:00.000Z',
+      '0049-06-15T08:00:00.123Z',
+      '9999-12-31T23:59:59.999Z',
+    ];
+    const [row] = await t.store.sql.query<{ a: Date; b: Date; c: Date }>(
+      'SELECT $1::timestamptz AS a, $2::timestamptz AS b, $3::timestamptz AS c',
+      values,
+    );
+    expect([row?.a, row?.b, row?.c].map((d) => d?.toISOString())).toEqual(values);
   });
 
   it('passes text arrays and json in both directions', async () => {
@@ -82,6 +100,25 @@ describeEngines('SqlClient contract [%s]', (engine) => {
     await expect(other.store.ping()).resolves.toBeUndefined();
     await other.store.close();
     await expect(other.dispose()).resolves.toBeUndefined();
+  });
+});
+
+describeWithPostgres('PostgreSQL transactions under contention [postgres]', () => {
+  let t: TestStore;
+  beforeAll(async () => {
+    t = await openTestStore('postgres');
+  });
+  afterAll(() => t.dispose());
+
+  it('retries a deadlocked transaction, then reports the store busy (a coded 503)', async () => {
+    let attempts = 0;
+    await expect(
+      t.store.sql.transaction(async (tx) => {
+        attempts++;
+        await tx.query(`DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING ERRCODE = '40P01'; END $$`);
+      }),
+    ).rejects.toSatisfy((e) => e instanceof FlightlogError && e.code === 'store-unavailable');
+    expect(attempts).toBe(3);
   });
 });
 
