@@ -12,13 +12,14 @@ import { ingestRoutes } from './http/ingest-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
 import { registerJsonBody } from './http/json-body.js';
 import { opsRoutes } from './http/ops-routes.js';
-import { registerProblemHandler } from './http/problem.js';
+import { answerClientError, registerProblemHandler } from './http/problem.js';
 import { liveRoutes } from './http/live-routes.js';
 import { readRoutes } from './http/read-routes.js';
 import { createInProcessBus } from './live/in-process-bus.js';
 import type { LiveBus } from './live/live-bus.js';
 import { StreamRegistry } from './live/stream-registry.js';
 import { registerRequestMetrics } from './http/request-metrics.js';
+import { serializeError } from './observability/log-error.js';
 import { Metrics } from './observability/metrics.js';
 import type { Store } from './store/open-store.js';
 
@@ -64,6 +65,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
             // Keys, tokens and payloads never reach the logs: requests are logged by method,
             // route and id only, and these are redacted should a serializer ever include them.
             redact: ['req.headers.authorization', 'req.headers.cookie', 'req.body', 'res.body'],
+            serializers: { err: serializeError },
             ...(deps.logger ? { stream: deps.logger.destination } : {}),
           },
     // Honour a caller's request id when it is sane, so logs can be joined across services.
@@ -72,6 +74,10 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : requestIds();
     },
     requestTimeout: config.requestTimeoutMs,
+    // Node looks for requests past their header or request timeout only this often (30 s by
+    // default), which would let a slow-loris sender hold a connection far past the limits.
+    http: { connectionsCheckingInterval: 1_000 },
+    clientErrorHandler: answerClientError,
     return503OnClosing: false,
     ajv: {
       customOptions: {

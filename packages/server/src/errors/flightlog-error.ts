@@ -6,6 +6,7 @@ import type { FieldError } from '@flightlog/protocol';
  */
 export type ErrorCode =
   | 'malformed-json'
+  | 'malformed-request'
   | 'validation-failed'
   | 'unauthorized'
   | 'forbidden'
@@ -13,6 +14,7 @@ export type ErrorCode =
   | 'id-conflict'
   | 'request-timeout'
   | 'payload-too-large'
+  | 'headers-too-large'
   | 'unsupported-media-type'
   | 'too-many-requests'
   | 'store-unavailable'

@@ -1,5 +1,7 @@
 import type { FieldError, Problem } from '@flightlog/protocol';
 import { PROBLEM_CONTENT_TYPE } from '@flightlog/protocol';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { FlightlogError, type ErrorCode } from '../errors/flightlog-error.js';
 import type { Metrics } from '../observability/metrics.js';
@@ -7,6 +9,7 @@ import type { Metrics } from '../observability/metrics.js';
 /** The single map from error codes to HTTP. */
 const HTTP: Record<ErrorCode, { status: number; title: string }> = {
   'malformed-json': { status: 400, title: 'Malformed request body' },
+  'malformed-request': { status: 400, title: 'Malformed request' },
   'validation-failed': { status: 400, title: 'Validation failed' },
   unauthorized: { status: 401, title: 'Unauthorized' },
   forbidden: { status: 403, title: 'Forbidden' },
@@ -15,6 +18,7 @@ const HTTP: Record<ErrorCode, { status: number; title: string }> = {
   'id-conflict': { status: 409, title: 'Id already in use' },
   'payload-too-large': { status: 413, title: 'Payload too large' },
   'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
+  'headers-too-large': { status: 431, title: 'Request header fields too large' },
   'too-many-requests': { status: 429, title: 'Too many requests' },
   'store-unavailable': { status: 503, title: 'Service unavailable' },
   'shutting-down': { status: 503, title: 'Service unavailable' },
@@ -120,7 +124,7 @@ export function asFlightlogError(error: FastifyError | Error): FlightlogError {
     return new FlightlogError('payload-too-large', 'The request body is too large.');
   if (status === 415) return new FlightlogError('unsupported-media-type', fastifyError.message);
   if (status !== undefined && status >= 400 && status < 500)
-    return new FlightlogError('malformed-json', fastifyError.message);
+    return new FlightlogError('malformed-request', fastifyError.message);
   return new FlightlogError('internal', 'Something went wrong on our side.', { cause: error });
 }
 
@@ -144,4 +148,31 @@ export function registerProblemHandler(app: FastifyInstance, metrics: Metrics): 
       new FlightlogError('not-found', `No route ${request.method} ${request.url.split('?')[0]}.`),
     );
   });
+}
+
+/**
+ * Errors Node's HTTP parser meets before there is a request to route (a request not received
+ * in time, headers too large, bytes that are not HTTP), answered as problem+json too where the
+ * socket can still take an answer. Fastify's `clientErrorHandler`.
+ */
+export function answerClientError(error: Error & { code?: string }, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) {
+    socket.destroy();
+    return;
+  }
+  const coded =
+    error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? new FlightlogError('request-timeout', 'The request was not received in time.')
+      : error.code === 'HPE_HEADER_OVERFLOW'
+        ? new FlightlogError('headers-too-large', 'The request headers are too large.')
+        : new FlightlogError('malformed-request', 'The request is not valid HTTP/1.1.');
+  const body = JSON.stringify(problemFor(coded));
+  const { status } = HTTP[coded.code];
+  if (socket.writable)
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
+        `Content-Type: ${PROBLEM_CONTENT_TYPE}\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  socket.destroy();
 }

@@ -26,6 +26,24 @@ export function describeEngines(title: string, body: (engine: EngineName) => voi
   }
 }
 
+/** One suite that needs the real PostgreSQL; declared skipped, loudly, when it is unreachable. */
+export function describeWithPostgres(title: string, body: () => void): void {
+  if (postgresAvailable()) describe(title, body);
+  else {
+    process.stdout.write(`!!! SKIPPED "${title}": PostgreSQL is unreachable !!!\n`);
+    describe.skip(title, body);
+  }
+}
+
+/** One suite that needs the real Redis; declared skipped, loudly, when it is unreachable. */
+export function describeWithRedis(title: string, body: () => void): void {
+  if (inject('redisUrl') !== null) describe(title, body);
+  else {
+    process.stdout.write(`!!! SKIPPED "${title}": Redis is unreachable !!!\n`);
+    describe.skip(title, body);
+  }
+}
+
 export function postgresUrl(): string {
   const url = inject('postgresUrl');
   if (!url) throw new Error('PostgreSQL is not available to this run');

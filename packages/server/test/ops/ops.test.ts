@@ -1,13 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { openStore } from '../../src/store/open-store.js';
+import { Redis } from 'ioredis';
+import { createRedisBus } from '../../src/live/redis-bus.js';
 import {
   describeEngines,
+  describeWithPostgres,
+  describeWithRedis,
   disposeLocation,
   freshLocation,
-  postgresAvailable,
   postgresUrl,
+  redisUrl,
 } from '../harness/engines.js';
 import { isProblem, postBatch, send } from '../harness/http.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
@@ -122,7 +126,54 @@ describeEngines('structured logs [%s]', (engine) => {
   });
 });
 
-describe.runIf(postgresAvailable())('PostgreSQL outage [postgres]', () => {
+describeWithRedis('structured logs when the Redis bus fails [redis]', () => {
+  it('report the failure without the batch it was publishing', async () => {
+    const lines: string[] = [];
+    const prefix = `flightlog-test:logs-${Date.now()}:`;
+    const agentId = 'log-test-agent';
+    const redis = new Redis(redisUrl());
+    // the agent's stream key holds a string, so every XADD to it fails with WRONGTYPE
+    await redis.set(`${prefix}${agentId}`, 'not a stream');
+    const store = await openStore({});
+    const config = { ...loadConfig({}), adminToken: 'admin-token-for-log-test' };
+    const bus = createRedisBus({ url: redisUrl(), keyPrefix: prefix });
+    await bus.ready(5_000);
+    const { app, metrics } = await buildApp({
+      config,
+      store,
+      bus,
+      logger: { destination: { write: (l) => void lines.push(l) } },
+    });
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
+    try {
+      const created = await send(
+        url,
+        '/admin/v1/agents',
+        { id: agentId },
+        {
+          token: config.adminToken,
+        },
+      );
+      const batch = runBatch();
+      batch.body.items[0]!.events[0]!.payload = { secret: 'private-payload-marker' };
+      batch.body.items[0]!.events[0]!.type = 'custom';
+      expect((await postBatch(url, created.body.apiKey, batch.body)).status).toBe(202);
+      expect(await metrics.livePublishFailures.get()).toMatchObject({
+        values: [{ value: 1 }],
+      });
+      const log = lines.join('');
+      expect(log).toContain('WRONGTYPE');
+      expect(log).not.toContain('private-payload-marker');
+    } finally {
+      await app.close();
+      await redis.del(`${prefix}${agentId}`);
+      redis.disconnect();
+    }
+  });
+});
+
+describeWithPostgres('PostgreSQL outage [postgres]', () => {
   let proxy: TcpProxy;
   let server: TestServer;
   let agent: TestAgent;

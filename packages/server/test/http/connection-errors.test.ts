@@ -1,0 +1,106 @@
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
+
+/** What came back on a raw socket, and how long after the first byte was sent it closed. */
+interface RawExchange {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  closedAfterMs: number;
+}
+
+/**
+ * Speaks HTTP by hand: writes `chunks` one after another, `gapMs` apart (a slow sender), and
+ * reads until the server closes the connection.
+ */
+async function rawExchange(url: string, chunks: string[], gapMs = 0): Promise<RawExchange> {
+  const { port } = new URL(url);
+  const socket = net.connect(Number(port), '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  const started = Date.now();
+  let received = '';
+  socket.on('data', (data) => (received += data.toString()));
+  const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())));
+  socket.on('error', () => {});
+  void (async () => {
+    for (const chunk of chunks) {
+      if (socket.destroyed) return;
+      socket.write(chunk);
+      if (gapMs > 0) await new Promise((resolve) => setTimeout(resolve, gapMs));
+    }
+  })();
+  const closedAt = await closed;
+  const [head = '', body = ''] = received.split('\r\n\r\n');
+  const [statusLine = '', ...headerLines] = head.split('\r\n');
+  const headers = Object.fromEntries(
+    headerLines.map((line) => {
+      const colon = line.indexOf(':');
+      return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()];
+    }),
+  );
+  return {
+    status: Number(statusLine.split(' ')[1]),
+    headers,
+    body,
+    closedAfterMs: closedAt - started,
+  };
+}
+
+function expectProblem(exchange: RawExchange, status: number, type: string): void {
+  expect(exchange.status).toBe(status);
+  expect(exchange.headers['content-type']).toBe('application/problem+json');
+  const problem = JSON.parse(exchange.body) as { status: number; type: string };
+  expect(problem.status).toBe(status);
+  expect(problem.type).toBe(`urn:flightlog:problem:${type}`);
+}
+
+// The HTTP layer only: no storage is touched, so one engine is enough.
+describe('connection-level errors are problem+json, and slow senders are cut off', () => {
+  let server: TestServer;
+  let agent: TestAgent;
+  beforeAll(async () => {
+    server = await startTestServer('pglite', { requestTimeoutMs: 1_500 });
+    agent = await server.createAgent();
+  });
+  afterAll(() => server.close());
+
+  it('answers 408 to headers trickled slower than the timeout', async () => {
+    const trickle = 'POST /v1/traces/batch HTTP/1.1\r\nHost: x\r\nX-Slow: abcdefghijklmnop'.split(
+      '',
+    );
+    const exchange = await rawExchange(server.url, trickle, 100);
+    expectProblem(exchange, 408, 'request-timeout');
+    // the timeout plus Node's once-a-second check, not the headers' full 6 s of trickling
+    expect(exchange.closedAfterMs).toBeLessThan(4_000);
+  });
+
+  it('answers 408 to a body trickled slower than the timeout, and stores nothing', async () => {
+    const before = await server.store.sql.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM accepted_batches',
+    );
+    const head =
+      `POST /v1/traces/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${agent.apiKey}\r\n` +
+      'Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n';
+    const exchange = await rawExchange(server.url, [head, ...'{"batchId":"01'.split('')], 300);
+    expectProblem(exchange, 408, 'request-timeout');
+    expect(exchange.closedAfterMs).toBeLessThan(4_000);
+    expect(
+      await server.store.sql.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM accepted_batches',
+      ),
+    ).toEqual(before);
+  });
+
+  it('answers 431 to headers over the size limit', async () => {
+    const exchange = await rawExchange(server.url, [
+      `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+    ]);
+    expectProblem(exchange, 431, 'headers-too-large');
+  });
+
+  it('answers 400 to bytes that are not HTTP', async () => {
+    const exchange = await rawExchange(server.url, ['HELLO THERE\r\n\r\n']);
+    expectProblem(exchange, 400, 'malformed-request');
+  });
+});
