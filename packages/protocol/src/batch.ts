@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { EventSchema } from './event.js';
-import { BatchId, Identifier } from './primitives.js';
+import { BatchId } from './primitives.js';
 import { TraceSchema } from './trace.js';
 
 /** Limits of one batch request; the server enforces them and documents them in the README. */
@@ -23,8 +23,11 @@ export const TransportBatchPayloadSchema = Type.Object(
   {
     batchId: BatchId,
     items: Type.Array(BufferBatchItemSchema, { minItems: 1, maxItems: BATCH_LIMITS.maxItems }),
-    agentId: Type.Optional(Identifier),
-    verifyToken: Type.Optional(Type.String({ minLength: 1, maxLength: 256 })),
+    // Only matched against a verify token, never trusted: any text is accepted (a value that
+    // is not the key's agent simply does not verify), so a client's display name here cannot
+    // cost it the batch.
+    agentId: Type.Optional(Type.String({ maxLength: 1024 })),
+    verifyToken: Type.Optional(Type.String({ maxLength: 1024 })),
   },
   { additionalProperties: false },
 );

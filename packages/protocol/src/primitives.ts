@@ -20,10 +20,15 @@ export const BatchId = Type.String({
 export const IsoDateTime = Type.String({ format: 'date-time', maxLength: 40 });
 
 /**
- * Human-readable text. PostgreSQL text cannot hold the NUL character, so it is refused here with
- * a clear error instead of failing deep in the store.
+ * Text PostgreSQL can store as sent: no NUL character (text cannot hold it) and no lone UTF-16
+ * surrogate (it would be stored as U+FFFD, silently changed). Refused here with a clear error
+ * instead. Ajv compiles patterns with the `u` flag, so an emoji (a surrogate pair) is one code
+ * point and passes.
  */
-export const Text = (maxLength: number) => Type.String({ maxLength, pattern: '^[^\\u0000]*$' });
+export const STORABLE_TEXT = '^[^\\u0000\\uD800-\\uDFFF]*$';
+
+/** Human-readable text (see STORABLE_TEXT). */
+export const Text = (maxLength: number) => Type.String({ maxLength, pattern: STORABLE_TEXT });
 
 /** A non-negative decimal string without exponent or leading zeros: `0`, `12`, `0.000125`. */
 export const DecimalString = Type.String({

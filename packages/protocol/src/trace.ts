@@ -7,6 +7,7 @@ import {
   IsoDateTime,
   Milliseconds,
   Nullable,
+  STORABLE_TEXT,
   StringEnum,
   Text,
 } from './primitives.js';
@@ -25,7 +26,7 @@ const SUMMARY_MAX = 65_536;
 export const TraceSchema = Type.Object(
   {
     id: Identifier,
-    agentId: Type.String({ minLength: 1, maxLength: 128, pattern: '^[^\\u0000]*$' }),
+    agentId: Type.String({ minLength: 1, maxLength: 128, pattern: STORABLE_TEXT }),
     status: TraceStatusSchema,
     startedAt: IsoDateTime,
     inputSummary: Text(SUMMARY_MAX),

@@ -40,6 +40,9 @@ export class ConfigError extends Error {
 
 type Env = Record<string, string | undefined>;
 
+/** pino's levels. */
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
 function text(env: Env, name: string): string | undefined {
   const value = env[name]?.trim();
   return value ? value : undefined;
@@ -77,6 +80,15 @@ export function loadConfig(env: Env = process.env): Config {
   const adminToken = text(env, 'ADMIN_TOKEN');
   if (adminToken !== undefined && adminToken.length < 16)
     throw new ConfigError('ADMIN_TOKEN must be at least 16 characters');
+  const jwtJwksUrl = url(env, 'JWT_JWKS_URL', ['https:', 'http:']);
+  // Without both, any token the identity provider signs for any of its applications would do.
+  if (jwtJwksUrl !== undefined)
+    for (const name of ['JWT_ISSUER', 'JWT_AUDIENCE'])
+      if (text(env, name) === undefined)
+        throw new ConfigError(`${name} is required with JWT_JWKS_URL`);
+  const logLevel = text(env, 'LOG_LEVEL') ?? 'info';
+  if (!LOG_LEVELS.includes(logLevel))
+    throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
   const schema = text(env, 'DATABASE_SCHEMA');
   if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema))
     throw new ConfigError('DATABASE_SCHEMA must be a lower-case SQL identifier');
@@ -90,7 +102,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     adminToken,
     jwtSecret,
-    jwtJwksUrl: url(env, 'JWT_JWKS_URL', ['https:', 'http:']),
+    jwtJwksUrl,
     jwtIssuer: text(env, 'JWT_ISSUER'),
     jwtAudience: text(env, 'JWT_AUDIENCE'),
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 5 * 1024 * 1024, 1_024, 1024 * 1024 * 1024),
@@ -98,7 +110,7 @@ export function loadConfig(env: Env = process.env): Config {
     analysisGraceMs: integer(env, 'ANALYSIS_GRACE_MS', 2_000, 0, 3_600_000),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
-    logLevel: text(env, 'LOG_LEVEL') ?? 'info',
+    logLevel,
     liveHeartbeatMs: integer(env, 'LIVE_HEARTBEAT_MS', 15_000, 100, 300_000),
     liveMaxStreamsPerUser: integer(env, 'LIVE_MAX_STREAMS_PER_USER', 20, 1, 100_000),
     liveMaxQueueBytes: integer(env, 'LIVE_MAX_QUEUE_BYTES', 1024 * 1024, 1_024, 1024 * 1024 * 1024),

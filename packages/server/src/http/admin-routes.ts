@@ -1,4 +1,4 @@
-import { Identifier, ProblemSchema, StringEnum } from '@flightlog/protocol';
+import { Identifier, ProblemSchema, STORABLE_TEXT, StringEnum } from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
@@ -24,7 +24,7 @@ export interface AdminRoutesOptions {
 const AgentParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
 const MemberParams = Type.Object({
   id: Type.String({ maxLength: 1024 }),
-  userId: Type.String({ minLength: 1, maxLength: 256, pattern: '^[^\\u0000]*$' }),
+  userId: Type.String({ minLength: 1, maxLength: 256, pattern: STORABLE_TEXT }),
 });
 const problems = { 400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema };
 const noAgent = () => new FlightlogError('not-found', 'No agent with this id.');
@@ -42,7 +42,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         body: Type.Object(
           {
             id: Type.Optional(Identifier),
-            name: Type.Optional(Type.String({ maxLength: 256, pattern: '^[^\\u0000]*$' })),
+            name: Type.Optional(Type.String({ maxLength: 256, pattern: STORABLE_TEXT })),
           },
           { additionalProperties: false },
         ),

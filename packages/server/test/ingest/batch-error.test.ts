@@ -2,7 +2,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeEngines } from '../harness/engines.js';
 import { isProblem, postBatch, send } from '../harness/http.js';
-import { tableCounts } from '../harness/inspect.js';
+import { storedTrace, tableCounts } from '../harness/inspect.js';
 import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
 import {
   REQUIRED_EVENT_FIELDS,
@@ -143,6 +143,16 @@ describeEngines('POST /v1/traces/batch, refused [%s]', (engine) => {
         '/items/0/events/0/startedAt',
       ],
       [
+        'an instant before year 1 once in UTC',
+        (b: Body) => ((b as any).items[0].trace.startedAt = '0001-01-01T00:30:00+01:00'),
+        '/items/0/trace/startedAt',
+      ],
+      [
+        'an instant after year 9999 once in UTC',
+        (b: Body) => ((b as any).items[0].events[0].endedAt = '9999-12-31T23:30:00-01:00'),
+        '/items/0/events/0/endedAt',
+      ],
+      [
         'payload that is not an object',
         (b: Body) => ((b as any).items[0].events[0].payload = 'text'),
         '/items/0/events/0/payload',
@@ -174,6 +184,29 @@ describeEngines('POST /v1/traces/batch, refused [%s]', (engine) => {
       mutate(bad);
       const res = await refused(bad, 400);
       expect(pointers(res)).toContain(pointer);
+    });
+
+    it('refuses a lone UTF-16 surrogate in text (it would be stored changed), keeps it in payloads', async () => {
+      const { body } = runBatch();
+      const text = JSON.stringify(body).replace('"inputSummary":"', '"inputSummary":"x\\udfff');
+      const res = await refused(text, 400);
+      expect(pointers(res)).toEqual(['/items/0/trace/inputSummary']);
+
+      const { body: ok, trace } = runBatch({
+        trace: { inputSummary: 'rocket \u{1F680} launched' },
+      });
+      const withLone = JSON.stringify(ok).replace('"payload":{', '"payload":{"lone":"a\\ud800b",');
+      expect((await postBatch(server.url, agent.apiKey, withLone)).status).toBe(202);
+      const [row] = await server.store.sql.query<{
+        input_summary: string;
+        payload: { lone: string };
+      }>(
+        `SELECT t.input_summary, e.payload FROM traces t JOIN events e ON e.trace_id = t.id
+         WHERE t.id = $1`,
+        [trace.id],
+      );
+      expect(row?.input_summary).toBe('rocket \u{1F680} launched');
+      expect(row?.payload.lone).toBe('a\ud800b');
     });
 
     it('names every offending field, not only the first', async () => {
@@ -301,27 +334,35 @@ describeEngines('POST /v1/traces/batch, refused [%s]', (engine) => {
   });
 
   describe('all or nothing', () => {
-    it('stores nothing of a batch whose last item is refused by the store', async () => {
+    it('rolls back items already written when a later item is refused, and keeps the batch id free', async () => {
+      // Items are written in trace id order: `mine` (the older ULID) is written first, then the
+      // foreign trace is refused, so the refusal has to undo a write that already happened.
+      const mine = traceSnapshot();
       const other = await server.createAgent();
       const foreign = runBatch();
+      expect(mine.id < foreign.trace.id).toBe(true);
       expect((await postBatch(server.url, other.apiKey, foreign.body)).status).toBe(202);
-      const mine = traceSnapshot();
       const before = await tableCounts(server.store);
+      const batchId = newId();
       const res = await postBatch(server.url, agent.apiKey, {
-        batchId: newId(),
+        batchId,
         items: [
-          { trace: mine, events: [llmCallEvent(mine.id, 0)] },
           { trace: { ...foreign.trace, agentId: agent.agentId }, events: [] },
+          { trace: mine, events: [llmCallEvent(mine.id, 0)] },
         ],
       });
       expect(res.status).toBe(409);
+      expect(pointers(res)).toEqual(['/items/0/trace/id']);
       expect(await tableCounts(server.store)).toEqual(before);
-      // and the refused batch id was not used up
+      expect(await storedTrace(server.store, mine.id)).toBeUndefined();
+      // the refused batch id was not used up: the corrected batch under the same id is stored
       const retry = await postBatch(server.url, agent.apiKey, {
-        batchId: newId(),
+        batchId,
         items: [{ trace: mine, events: [llmCallEvent(mine.id, 0)] }],
       });
       expect(retry.status).toBe(202);
+      expect(retry.headers.get('idempotent-replayed')).toBeNull();
+      expect(await storedTrace(server.store, mine.id)).toBeDefined();
     });
   });
 

@@ -96,6 +96,21 @@ describeEngines('POST /v1/traces/batch, accepted [%s]', (engine) => {
     expect(read.body.trace.anchorSlot).toBe('18446744073709551617');
   });
 
+  it('returns timestamps at the edges of years 0001 to 9999 exactly, in UTC', async () => {
+    const { body, trace } = runBatch({
+      trace: { startedAt: '0001-01-01T01:30:00.000+01:30', endedAt: '9999-12-31T23:59:59.999Z' },
+    });
+    body.items[0]!.events[0]!.startedAt = '0049-06-15T08:00:00.123456Z';
+    body.items[0]!.events[0]!.endedAt = '0099-12-31T23:59:59Z';
+    expect((await postBatch(server.url, agent.apiKey, body)).status).toBe(202);
+    const read = await readTrace(trace.id);
+    expect(read.status).toBe(200);
+    expect(read.body.trace.startedAt).toBe('0001-01-01T00:00:00.000Z');
+    expect(read.body.trace.endedAt).toBe('9999-12-31T23:59:59.999Z');
+    expect(read.body.events[0].startedAt).toBe('0049-06-15T08:00:00.123Z');
+    expect(read.body.events[0].endedAt).toBe('0099-12-31T23:59:59.000Z');
+  });
+
   it('keeps payloads as sent, including characters PostgreSQL text cannot hold', async () => {
     const { body, trace } = runBatch();
     const event = body.items[0]!.events[0]!;
@@ -289,6 +304,35 @@ describeEngines('POST /v1/traces/batch, accepted [%s]', (engine) => {
       expect(
         (await postBatch(server.url, fresh.apiKey, right.body)).headers.get('flightlog-verify'),
       ).toBe('verified');
+    });
+
+    it('is consumed once when two batches carry it at the same time', async () => {
+      const fresh = await server.createAgent();
+      const batches = [1, 2, 3].map(
+        () => runBatch({ batch: { agentId: fresh.agentId, verifyToken: fresh.verifyToken } }).body,
+      );
+      const answers = await Promise.all(batches.map((b) => postBatch(server.url, fresh.apiKey, b)));
+      expect(answers.map((a) => a.status)).toEqual([202, 202, 202]);
+      expect(answers.map((a) => a.headers.get('flightlog-verify')).sort()).toEqual([
+        'rejected',
+        'rejected',
+        'verified',
+      ]);
+    });
+
+    it('costs nothing when the body agentId is free text, as the spec ignores it', async () => {
+      const fresh = await server.createAgent();
+      const named = runBatch({ batch: { agentId: 'My swap bot (prod)' } });
+      const res = await postBatch(server.url, fresh.apiKey, named.body);
+      expect(res.status).toBe(202);
+      expect(res.headers.get('flightlog-verify')).toBeNull();
+      const withToken = runBatch({
+        batch: { agentId: 'My swap bot (prod)', verifyToken: fresh.verifyToken },
+      });
+      const res2 = await postBatch(server.url, fresh.apiKey, withToken.body);
+      expect(res2.status).toBe(202);
+      expect(res2.headers.get('flightlog-verify')).toBe('rejected');
+      expect(await storedTrace(server.store, withToken.trace.id)).toBeDefined();
     });
 
     it('is ignored without agentId', async () => {
