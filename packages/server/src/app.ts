@@ -161,6 +161,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     heartbeatMs: config.liveHeartbeatMs,
     maxQueueBytes: config.liveMaxQueueBytes,
     retryMs: config.liveRetryMs,
+    stallTimeoutMs: config.liveStallTimeoutMs,
   });
   if (config.adminToken)
     await app.register(adminRoutes, { store, adminToken: config.adminToken, apiKeys });

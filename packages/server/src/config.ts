@@ -25,6 +25,8 @@ export interface Config {
   liveMaxStreamsPerUser: number;
   /** Bytes a live stream may have waiting for a slow client before it is disconnected. */
   liveMaxQueueBytes: number;
+  /** How long a live stream waits for a client that stopped reading before it is disconnected. */
+  liveStallTimeoutMs: number;
   /** The SSE `retry:` hint. */
   liveRetryMs: number;
   /** Longest an ingest request waits for the live bus after its commit. */
@@ -114,6 +116,7 @@ export function loadConfig(env: Env = process.env): Config {
     liveHeartbeatMs: integer(env, 'LIVE_HEARTBEAT_MS', 15_000, 100, 300_000),
     liveMaxStreamsPerUser: integer(env, 'LIVE_MAX_STREAMS_PER_USER', 20, 1, 100_000),
     liveMaxQueueBytes: integer(env, 'LIVE_MAX_QUEUE_BYTES', 1024 * 1024, 1_024, 1024 * 1024 * 1024),
+    liveStallTimeoutMs: integer(env, 'LIVE_STALL_TIMEOUT_MS', 10_000, 100, 600_000),
     liveRetryMs: integer(env, 'LIVE_RETRY_MS', 3_000, 0, 600_000),
     livePublishTimeoutMs: integer(env, 'LIVE_PUBLISH_TIMEOUT_MS', 250, 1, 60_000),
     liveRedisPrefix: text(env, 'LIVE_REDIS_PREFIX') ?? 'flightlog:live:',

@@ -22,6 +22,8 @@ export interface LiveRoutesOptions {
   heartbeatMs: number;
   maxQueueBytes: number;
   retryMs: number;
+  /** Longest the stream waits for a drain before it gives up on the client. */
+  stallTimeoutMs: number;
 }
 
 const WARNING = `event: warning\ndata: ${JSON.stringify({ message: 'live stream interrupted' })}\n\n`;
@@ -40,7 +42,8 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
       schema: {
         summary: "Stream an agent's trace updates (Server-Sent Events)",
         params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
-        headers: Type.Object({ 'last-event-id': Type.Optional(Type.String({ maxLength: 64 })) }),
+        // No length limit: a value that is not a message id is ignored (full replay).
+        headers: Type.Object({ 'last-event-id': Type.Optional(Type.String()) }),
         response: { 401: ProblemSchema, 403: ProblemSchema, 429: ProblemSchema },
       },
     },
@@ -75,6 +78,13 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
         });
 
       reply.hijack();
+      res.on('close', end);
+      // A client gone while its token and role were checked has had its 'close' already: it
+      // would never end this stream, which would hold its slot until the token expires.
+      if (res.destroyed || request.raw.socket?.destroyed === true) {
+        end();
+        return;
+      }
       res.writeHead(200, {
         'content-type': 'text/event-stream; charset=utf-8',
         'cache-control': 'no-cache, no-transform',
@@ -82,7 +92,6 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
         'x-accel-buffering': 'no',
         'x-request-id': request.id,
       });
-      res.on('close', end);
       // A client that cannot keep up with real-time messages is cut off (it may resume with
       // Last-Event-ID) rather than letting its unsent messages grow this process's memory. The
       // replay is paced by the connection; a burst may pass the limit for a moment, so the
@@ -109,10 +118,21 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
         }
         return more;
       };
+      // The replay waits for drains, so a client that stops reading during it never passes
+      // LIVE_MAX_QUEUE_BYTES: it is cut when a drain does not come in time (it may resume).
       const drained = () =>
         new Promise<void>((resolve) => {
           if (ended) return resolve();
+          const stall = setTimeout(() => {
+            done();
+            if (ended) return;
+            request.log.warn({ agentId }, 'live stream client stalled; disconnecting');
+            end();
+            res.destroy();
+          }, options.stallTimeoutMs);
+          stall.unref();
           const done = () => {
+            clearTimeout(stall);
             res.off('drain', done);
             res.off('close', done);
             resolve();
@@ -133,7 +153,8 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
         agentId,
         typeof lastEventId === 'string' ? lastEventId : undefined,
         {
-          message: (m: LiveMessage) => write(`id: ${m.id}\nevent: trace\ndata: ${m.data}\n\n`),
+          message: (m: LiveMessage) =>
+            ended || write(`id: ${m.id}\nevent: trace\ndata: ${m.data}\n\n`),
           drained,
           warning: () => void write(WARNING),
           overflow: () => {

@@ -1,75 +1,107 @@
-import { LIVE_BUFFER, type LiveBus, type LiveListener, type LiveMessage } from './live-bus.js';
+import {
+  LIVE_BUFFER,
+  messageId,
+  splitMessageId,
+  type LiveBus,
+  type LiveListener,
+  type LiveMessage,
+} from './live-bus.js';
 
 export interface InProcessBusOptions {
-  /** Messages kept per agent (the spec's 1000). */
+  /** Batches kept per agent (the spec's 1000). */
   bufferSize?: number;
   /**
-   * Bytes kept across all agents: past it the oldest messages (of any agent) are dropped first,
+   * Bytes kept across all agents: past it the oldest batches (of any agent) are dropped first,
    * so many busy agents cannot grow this process's memory without bound.
    */
   maxBytes?: number;
 }
 
+export interface InProcessBus extends LiveBus {
+  /** Batches buffered across all agents (what the bookkeeping holds; for tests and metrics). */
+  size(): number;
+}
+
+interface Entry {
+  agentId: string;
+  id: string;
+  messages: LiveMessage[];
+  bytes: number;
+}
+
 /**
- * The default bus for one instance: the last 1000 messages per agent, in memory. Ids are
+ * The default bus for one instance: the last 1000 batches per agent, in memory. Entry ids are
  * `<boot ms>-<n>`, so an id from before a restart is never mistaken for a current one.
  */
-export function createInProcessBus(options: InProcessBusOptions = {}): LiveBus {
+export function createInProcessBus(options: InProcessBusOptions = {}): InProcessBus {
   const bufferSize = options.bufferSize ?? LIVE_BUFFER;
   const maxBytes = options.maxBytes ?? 256 * 1024 * 1024;
   const boot = Date.now();
   let next = 0;
   let bytes = 0;
-  const buffers = new Map<string, LiveMessage[]>();
-  /** Every buffered message in publish order, for the global byte budget. */
-  const oldestFirst: { agentId: string; id: string; size: number }[] = [];
-  let oldestAt = 0;
+  // Maps iterate in insertion order, which is publish order: the first key is the oldest, and
+  // dropping any entry (cap or budget) is O(1) in both maps.
+  /** Every buffered entry, oldest first: the byte budget evicts from the front. */
+  const entries = new Map<string, Entry>();
+  /** Per agent, its buffered entries, oldest first. */
+  const buffers = new Map<string, Map<string, Entry>>();
   const listeners = new Map<string, Set<LiveListener>>();
 
-  const size = (m: LiveMessage) => m.data.length * 2 + 64;
+  const sizeOf = (data: string) => data.length * 2 + 64;
 
-  function dropOldestOf(agentId: string): void {
-    const buffer = buffers.get(agentId);
-    const dropped = buffer?.shift();
-    if (dropped) bytes -= size(dropped);
-    if (buffer && buffer.length === 0) buffers.delete(agentId);
+  function drop(entry: Entry): void {
+    entries.delete(entry.id);
+    const buffer = buffers.get(entry.agentId);
+    buffer?.delete(entry.id);
+    if (buffer?.size === 0) buffers.delete(entry.agentId);
+    bytes -= entry.bytes;
   }
 
-  function enforceBudget(): void {
-    while (bytes > maxBytes && oldestAt < oldestFirst.length) {
-      const entry = oldestFirst[oldestAt++] as (typeof oldestFirst)[number];
-      // Still buffered only if the per-agent cap has not dropped it already.
-      if (buffers.get(entry.agentId)?.[0]?.id === entry.id) dropOldestOf(entry.agentId);
-    }
-    if (oldestAt > 1024 && oldestAt * 2 > oldestFirst.length) {
-      oldestFirst.splice(0, oldestAt);
-      oldestAt = 0;
-    }
+  function oldest<T>(map: Map<string, T>): T | undefined {
+    return map.values().next().value;
   }
 
   return {
     engine: 'memory',
     async publish(agentId, data) {
-      const buffer = buffers.get(agentId) ?? [];
-      buffers.set(agentId, buffer);
-      const messages = data.map((d) => ({ id: `${boot}-${++next}`, data: d }));
-      for (const message of messages) {
-        buffer.push(message);
-        bytes += size(message);
-        oldestFirst.push({ agentId, id: message.id, size: size(message) });
-        if (buffer.length > bufferSize) dropOldestOf(agentId);
+      if (data.length === 0) return [];
+      const id = `${boot}-${++next}`;
+      const messages = data.map((d, index) => ({ id: messageId(id, index), data: d }));
+      const entry: Entry = {
+        agentId,
+        id,
+        messages,
+        bytes: data.reduce((sum, d) => sum + sizeOf(d), 0),
+      };
+      let buffer = buffers.get(agentId);
+      if (!buffer) {
+        buffer = new Map();
+        buffers.set(agentId, buffer);
       }
-      enforceBudget();
+      buffer.set(id, entry);
+      entries.set(id, entry);
+      bytes += entry.bytes;
+      if (buffer.size > bufferSize) drop(oldest(buffer) as Entry);
+      while (bytes > maxBytes && entries.size > 0) drop(oldest(entries) as Entry);
       for (const listener of listeners.get(agentId) ?? [])
         for (const message of messages) listener.message(message);
       return messages.map((m) => m.id);
     },
     async replay(agentId, afterId) {
-      const buffer = buffers.get(agentId) ?? [];
-      if (afterId === undefined) return { messages: [...buffer], resumed: false };
-      const at = buffer.findIndex((m) => m.id === afterId);
-      if (at >= 0) return { messages: buffer.slice(at + 1), resumed: true };
-      return { messages: [...buffer], resumed: false };
+      const buffered = [...(buffers.get(agentId)?.values() ?? [])];
+      const all = () => buffered.flatMap((e) => e.messages);
+      if (afterId === undefined) return { messages: all(), resumed: false };
+      const { entryId, index } = splitMessageId(afterId);
+      const at = buffered.findIndex((e) => e.id === entryId);
+      const entry = buffered[at];
+      if (!entry || index >= entry.messages.length) return { messages: all(), resumed: false };
+      return {
+        messages: [
+          ...entry.messages.slice(index + 1),
+          ...buffered.slice(at + 1).flatMap((e) => e.messages),
+        ],
+        resumed: true,
+      };
     },
     async subscribe(agentId, listener) {
       const set = listeners.get(agentId) ?? new Set();
@@ -90,6 +122,9 @@ export function createInProcessBus(options: InProcessBusOptions = {}): LiveBus {
     },
     async close() {
       listeners.clear();
+    },
+    size() {
+      return entries.size;
     },
   };
 }

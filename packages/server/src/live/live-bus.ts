@@ -1,4 +1,8 @@
-/** One message of an agent's live stream: the SSE id and the JSON of a BufferBatchItem. */
+/**
+ * One message of an agent's live stream: the SSE id and the JSON of a BufferBatchItem. The bus
+ * buffers batches, and a batch's items are its messages: item 0 of buffer entry `E` has the id
+ * `E` (so a single-item batch's id is the entry's id), item k ≥ 1 has `E-k`.
+ */
 export interface LiveMessage {
   id: string;
   data: string;
@@ -14,7 +18,11 @@ export type BusStatus = 'connected' | 'interrupted';
 
 export interface LiveListener {
   message(message: LiveMessage): void;
-  /** The bus lost (`interrupted`) or regained (`connected`) its connection. */
+  /**
+   * The bus lost (`interrupted`) or regained (`connected`) its connection. A listener that
+   * subscribes while the bus is interrupted is told so at once. A replay that fails leaves the
+   * bus `interrupted` until it works again, so `connected` always follows a failed replay.
+   */
   status(status: BusStatus): void;
 }
 
@@ -29,11 +37,15 @@ export interface Subscription {
  */
 export interface LiveBus {
   readonly engine: 'memory' | 'redis';
-  /** Appends messages (JSON data) to the agent's stream, in order; resolves with their ids. */
+  /**
+   * Appends one batch (the JSON of its items, in order) to the agent's buffer as one entry;
+   * resolves with the ids of its items.
+   */
   publish(agentId: string, data: string[]): Promise<string[]>;
   /**
    * Messages of the agent after `afterId` while that id is still buffered (`resumed`);
-   * otherwise (no id, or one that has been evicted) every buffered message. Oldest first.
+   * otherwise (no id, or one that has been evicted or never was) every buffered message.
+   * Oldest first.
    */
   replay(agentId: string, afterId?: string): Promise<Replay>;
   /**
@@ -50,20 +62,45 @@ export interface LiveBus {
 /** How many batches each agent's buffer keeps (the spec's replay depth). */
 export const LIVE_BUFFER = 1000;
 
-/** Orders stream ids of the form `<ms>-<seq>` (Redis entry ids; the memory bus uses the same). */
+/** The id of item `index` of buffer entry `entryId`. */
+export function messageId(entryId: string, index: number): string {
+  return index === 0 ? entryId : `${entryId}-${index}`;
+}
+
+/** The buffer entry and item index of a message id (one that passed isMessageId). */
+export function splitMessageId(id: string): { entryId: string; index: number } {
+  const [ms = '0', seq = '0', index = '0'] = id.split('-');
+  return { entryId: `${ms}-${seq}`, index: Number(index) };
+}
+
+/** Compares two decimal strings by value, exactly (ids may pass 2^53). */
+function compareDecimal(a: string, b: string): number {
+  const x = a.replace(/^0+(?=\d)/, '');
+  const y = b.replace(/^0+(?=\d)/, '');
+  if (x.length !== y.length) return x.length < y.length ? -1 : 1;
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/**
+ * Orders message ids `<ms>-<seq>[-<k>]` (Redis entry ids; the memory bus uses the same form)
+ * part by part; a missing third part counts as 0, so item 0 of an entry sorts before item 1.
+ */
 export function compareMessageIds(a: string, b: string): number {
-  const [aMs = 0, aSeq = 0] = a.split('-').map(Number);
-  const [bMs = 0, bSeq = 0] = b.split('-').map(Number);
-  return aMs !== bMs ? aMs - bMs : aSeq - bSeq;
+  const x = a.split('-');
+  const y = b.split('-');
+  for (let i = 0; i < 3; i++) {
+    const order = compareDecimal(x[i] ?? '0', y[i] ?? '0');
+    if (order !== 0) return order;
+  }
+  return 0;
 }
 
 const MAX_ID_PART = 18_446_744_073_709_551_615n; // Redis stream id parts are 64-bit
 
 export function isMessageId(value: string): boolean {
-  const match = /^(\d{1,20})-(\d{1,20})$/.exec(value);
+  const match = /^(\d{1,20})-(\d{1,20})(?:-(\d{1,20}))?$/.exec(value);
   return (
     match !== null &&
-    BigInt(match[1] as string) <= MAX_ID_PART &&
-    BigInt(match[2] as string) <= MAX_ID_PART
+    match.slice(1).every((part) => part === undefined || BigInt(part) <= MAX_ID_PART)
   );
 }

@@ -1,6 +1,7 @@
 import {
   compareMessageIds,
   isMessageId,
+  splitMessageId,
   type LiveBus,
   type LiveMessage,
   type Subscription,
@@ -23,8 +24,9 @@ export interface LiveSink {
  * (after `lastEventId` when the client is resuming), then delivers in real time. Messages that
  * arrive during the replay are held and deduplicated by id, so the hand-off neither skips nor
  * repeats. The replay is paced by the client's connection (it may be 20 MB), and at most
- * `maxHeld` real-time messages wait behind it. A bus that is down at open time makes a warning,
- * not an error.
+ * `maxHeld` real-time batches wait behind it. A bus that is down at open time makes a warning,
+ * not an error: the stream holds real-time messages and replays once the bus reports
+ * `connected`. One warning per outage.
  */
 export async function openLiveStream(
   bus: LiveBus,
@@ -33,50 +35,104 @@ export async function openLiveStream(
   sink: LiveSink,
   options: { maxHeld: number; onError?: (error: unknown) => void },
 ): Promise<Subscription> {
-  let replaying = true;
-  let overflowed = false;
+  const resumeFrom =
+    lastEventId !== undefined && isMessageId(lastEventId) ? lastEventId : undefined;
+  /** Real-time messages wait here while the replay is running or still owed. */
+  let holding = true;
   const held: LiveMessage[] = [];
+  /** Batches in `held`: a batch's items arrive together, so its first item counts it. */
+  let heldBatches = 0;
+  let overflowed = false;
+  /** A replay is owed: at open, and again on `connected` after one failed. */
+  let replayDue = true;
+  let replaying = false;
+  /** A warning went out for the current outage. */
+  let warned = false;
+  let closed = false;
   let lastSent: string | undefined;
+
+  const isFirstItem = (m: LiveMessage) => splitMessageId(m.id).index === 0;
   const deliver = (message: LiveMessage): boolean => {
     if (lastSent !== undefined && compareMessageIds(message.id, lastSent) <= 0) return true;
     lastSent = message.id;
     return sink.message(message);
   };
+  const warn = () => {
+    if (warned) return;
+    warned = true;
+    sink.warning();
+  };
+
+  async function catchUp(): Promise<void> {
+    if (replaying) return;
+    replaying = true;
+    try {
+      // Again at once only if `connected` came while a failing attempt was in flight.
+      while (replayDue && !closed) {
+        replayDue = false;
+        const afterId = lastSent ?? resumeFrom;
+        let messages: LiveMessage[];
+        try {
+          const replay = await bus.replay(agentId, afterId);
+          if (replay.resumed) lastSent ??= afterId;
+          messages = replay.messages;
+        } catch (error) {
+          if (closed) return;
+          options.onError?.(error);
+          warn();
+          continue;
+        }
+        for (const message of messages) {
+          if (overflowed || closed) return;
+          if (!deliver(message)) await sink.drained();
+        }
+        while (held.length > 0 && !overflowed && !closed) {
+          const message = held.shift() as LiveMessage;
+          if (isFirstItem(message)) heldBatches--;
+          if (!deliver(message)) await sink.drained();
+        }
+        holding = false;
+        return;
+      }
+    } finally {
+      replaying = false;
+    }
+  }
 
   const subscription = await bus.subscribe(agentId, {
     message: (m) => {
-      if (!replaying) {
+      if (closed) return;
+      if (!holding) {
         deliver(m);
         return;
       }
       if (overflowed) return;
       held.push(m);
-      if (held.length > options.maxHeld) {
+      if (isFirstItem(m)) heldBatches++;
+      if (heldBatches > options.maxHeld) {
         overflowed = true;
         sink.overflow();
       }
     },
     status: (status) => {
-      if (status === 'interrupted') sink.warning();
+      if (closed) return;
+      if (status === 'interrupted') {
+        warn();
+        return;
+      }
+      warned = false;
+      if (!holding) return;
+      replayDue = true;
+      catchUp().catch((error: unknown) => options.onError?.(error));
     },
   });
-  const resumeFrom =
-    lastEventId !== undefined && isMessageId(lastEventId) ? lastEventId : undefined;
-  try {
-    const replay = await bus.replay(agentId, resumeFrom);
-    if (replay.resumed) lastSent = resumeFrom;
-    for (const message of replay.messages) {
-      if (overflowed) break;
-      if (!deliver(message)) await sink.drained();
-    }
-  } catch (error) {
-    options.onError?.(error);
-    sink.warning();
-  }
-  while (held.length > 0 && !overflowed) {
-    const message = held.shift() as LiveMessage;
-    if (!deliver(message)) await sink.drained();
-  }
-  replaying = false;
-  return subscription;
+  await catchUp();
+  return {
+    unsubscribe() {
+      if (closed) return;
+      closed = true;
+      held.length = 0;
+      subscription.unsubscribe();
+    },
+  };
 }

@@ -2,6 +2,9 @@ import { Redis, type RedisOptions } from 'ioredis';
 import {
   LIVE_BUFFER,
   compareMessageIds,
+  isMessageId,
+  messageId,
+  splitMessageId,
   type BusStatus,
   type LiveBus,
   type LiveListener,
@@ -19,13 +22,28 @@ export interface RedisBusOptions {
   bufferSize?: number;
   /** Seconds an agent's stream lives after its last message (abandoned agents cost nothing). */
   ttlSeconds?: number;
+  /** The bus's connections show in CLIENT LIST as `<name>-commands` and `<name>-reader`. */
+  connectionName?: string;
   onError?: (error: unknown) => void;
 }
 
 type Entry = [id: string, fields: string[]];
 type XReadReply = [key: string, entries: Entry[]][] | null;
 
-const toMessage = ([id, fields]: Entry): LiveMessage => ({ id, data: fields[1] ?? 'null' });
+/** An entry is one batch, its items stored as repeated `d` fields, in order. */
+function messagesOf([id, fields]: Entry): LiveMessage[] {
+  const messages: LiveMessage[] = [];
+  for (let i = 0; i + 1 < fields.length; i += 2)
+    if (fields[i] === 'd')
+      messages.push({ id: messageId(id, messages.length), data: fields[i + 1] as string });
+  return messages;
+}
+
+/** A listener and the entry after which it receives (what came before is replay's). */
+interface Watcher {
+  start: string;
+  listener: LiveListener;
+}
 
 const sleep = (ms: number) =>
   new Promise<void>((resolve) => {
@@ -33,8 +51,9 @@ const sleep = (ms: number) =>
   });
 
 /**
- * Redis Streams bus: one stream per agent, capped at 1000 entries; the entry id is the SSE id.
- * Replay is a range read. Real-time delivery is one blocking XREAD loop per instance, on a
+ * Redis Streams bus: one stream per agent, one entry per batch, capped at 1000 entries; the
+ * entry id is the SSE id of the batch's first item (`<entry id>-<k>` for item k). Replay is a
+ * range read. Real-time delivery is one blocking XREAD loop per instance, on a
  * connection of its own, over the agents that have subscribers here. Blocking reads can hang
  * across reconnects in Redis clients, so each read has a watchdog that replaces the connection.
  */
@@ -51,16 +70,18 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     retryStrategy: (attempt) => Math.min(100 * attempt, 1_000),
   };
   const key = (agentId: string) => `${prefix}${agentId}`;
+  const connectionName = options.connectionName ?? 'flightlog-live';
 
   // Not awaited: a Redis that is down at start-up must not stop the service (the store is
   // primary); the client keeps reconnecting and the streams show a warning meanwhile.
   const commands = new Redis(options.url, {
     ...base,
     commandTimeout: options.commandTimeoutMs ?? 500,
+    connectionName: `${connectionName}-commands`,
   });
   commands.on('error', onError);
 
-  const listeners = new Map<string, Set<LiveListener>>();
+  const listeners = new Map<string, Set<Watcher>>();
   /** Per watched agent: the id after which the reader delivers. */
   const cursors = new Map<string, string>();
   let status: BusStatus = 'connected';
@@ -73,7 +94,11 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
 
   function newReader(): Redis {
     // The reader may queue its read while (re)connecting; the watchdog bounds the wait.
-    const connection = new Redis(options.url, { ...base, enableOfflineQueue: true });
+    const connection = new Redis(options.url, {
+      ...base,
+      enableOfflineQueue: true,
+      connectionName: `${connectionName}-reader`,
+    });
     connection.on('error', onError);
     connection.on('close', () => (readerId = undefined));
     return connection;
@@ -82,9 +107,12 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
   function setStatus(next: BusStatus): void {
     if (status === next) return;
     status = next;
-    for (const set of listeners.values()) for (const listener of set) listener.status(next);
+    for (const set of listeners.values()) for (const watcher of set) watcher.listener.status(next);
   }
   commands.on('close', () => setStatus('interrupted'));
+  // Also with no stream open (no reads to notice it), so the next stream is not told of an
+  // outage that is over.
+  commands.on('ready', () => setStatus('connected'));
 
   async function readOnce(): Promise<void> {
     const agents = [...cursors.keys()];
@@ -106,13 +134,18 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       for (const [streamKey, entries] of reply ?? []) {
         const agentId = streamKey.slice(prefix.length);
         if (!cursors.has(agentId)) continue;
-        for (const [id, fields] of entries) {
+        for (const entry of entries) {
+          const id = entry[0];
           // never backwards: a read started from an older cursor may overlap a newer one
           const cursor = cursors.get(agentId);
           if (cursor === undefined) break;
           if (compareMessageIds(id, cursor) > 0) cursors.set(agentId, id);
-          const message = toMessage([id, fields]);
-          for (const listener of listeners.get(agentId) ?? []) listener.message(message);
+          let messages: LiveMessage[] | undefined;
+          for (const watcher of listeners.get(agentId) ?? []) {
+            if (compareMessageIds(id, watcher.start) <= 0) continue;
+            messages ??= messagesOf(entry);
+            for (const message of messages) watcher.listener.message(message);
+          }
         }
       }
     } catch (error) {
@@ -130,6 +163,26 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     }
   }
 
+  /** Everything after `afterId` when its entry is still in the stream, else everything. */
+  async function replayFrom(agentId: string, afterId: string | undefined) {
+    if (afterId !== undefined && isMessageId(afterId)) {
+      const { entryId, index } = splitMessageId(afterId);
+      // one read from that entry on: if its first entry is that one, the client resumes
+      const from = (await commands.xrange(key(agentId), entryId, '+')) as Entry[];
+      const first = from[0];
+      if (first?.[0] === entryId) {
+        const items = messagesOf(first);
+        if (index < items.length)
+          return {
+            messages: [...items.slice(index + 1), ...from.slice(1).flatMap(messagesOf)],
+            resumed: true,
+          };
+      }
+    }
+    const all = (await commands.xrange(key(agentId), '-', '+')) as Entry[];
+    return { messages: all.flatMap(messagesOf), resumed: false };
+  }
+
   const loop = (async () => {
     while (!closed) {
       if (cursors.size === 0) {
@@ -144,25 +197,27 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
   return {
     engine: 'redis',
     async publish(agentId, data) {
-      const pipeline = commands.pipeline();
-      for (const d of data) pipeline.xadd(key(agentId), 'MAXLEN', String(bufferSize), '*', 'd', d);
-      pipeline.expire(key(agentId), options.ttlSeconds ?? 86_400);
-      const results = (await pipeline.exec()) ?? [];
-      return results.slice(0, data.length).map(([error, id]) => {
-        if (error) throw error;
-        return id as string;
-      });
+      if (data.length === 0) return [];
+      const fields = data.flatMap((d) => ['d', d]);
+      const results =
+        (await commands
+          .pipeline()
+          .xadd(key(agentId), 'MAXLEN', String(bufferSize), '*', ...fields)
+          .expire(key(agentId), options.ttlSeconds ?? 86_400)
+          .exec()) ?? [];
+      const [error, id] = results[0] ?? [new Error('XADD had no reply'), null];
+      if (error) throw error;
+      return data.map((_, index) => messageId(id as string, index));
     },
     async replay(agentId, afterId) {
-      if (afterId !== undefined) {
-        const found = (await commands.xrange(key(agentId), afterId, afterId)) as Entry[];
-        if (found.length > 0) {
-          const after = (await commands.xrange(key(agentId), `(${afterId}`, '+')) as Entry[];
-          return { messages: after.map(toMessage), resumed: true };
-        }
+      try {
+        return await replayFrom(agentId, afterId);
+      } catch (error) {
+        // Streams that could not get their replay ask again on `connected`, which the next
+        // successful read (or reconnection) reports.
+        setStatus('interrupted');
+        throw error;
       }
-      const all = (await commands.xrange(key(agentId), '-', '+')) as Entry[];
-      return { messages: all.map(toMessage), resumed: false };
     },
     async subscribe(agentId, listener) {
       // This subscription starts after the newest entry that exists now (everything up to it
@@ -176,12 +231,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
         onError(error);
         start = `${Date.now()}-0`;
       }
-      const own: LiveListener = {
-        message: (m) => {
-          if (compareMessageIds(m.id, start) > 0) listener.message(m);
-        },
-        status: (s) => listener.status(s),
-      };
+      const own: Watcher = { start, listener };
       let set = listeners.get(agentId);
       if (!set) {
         set = new Set();
@@ -211,12 +261,16 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     async ready(timeoutMs) {
       if (commands.status === 'ready') return true;
       return new Promise<boolean>((resolve) => {
-        const timer = setTimeout(() => resolve(false), timeoutMs);
-        timer.unref();
-        commands.once('ready', () => {
+        const onReady = () => {
           clearTimeout(timer);
           resolve(true);
-        });
+        };
+        const timer = setTimeout(() => {
+          commands.off('ready', onReady);
+          resolve(false);
+        }, timeoutMs);
+        timer.unref();
+        commands.once('ready', onReady);
       });
     },
     async close() {

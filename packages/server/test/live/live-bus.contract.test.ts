@@ -177,16 +177,34 @@ describeBuses('LiveBus contract [%s]', (engine: BusName) => {
     expect(isMessageId('1795336422100-0')).toBe(true);
   });
 
-  it(`keeps the newest ${LIVE_BUFFER} messages: 1001 published, the oldest is gone`, async () => {
+  it('compares ids part by part, a missing third part counting as 0', () => {
+    const ordered = ['1-1', '1-1-1', '1-1-2', '1-1-10', '1-2', '1-10', '2-0', '10-0-5'];
+    for (let i = 1; i < ordered.length; i++) {
+      expect(compareMessageIds(ordered[i]!, ordered[i - 1]!), ordered[i]).toBeGreaterThan(0);
+      expect(compareMessageIds(ordered[i - 1]!, ordered[i]!), ordered[i]).toBeLessThan(0);
+    }
+    expect(compareMessageIds('5-3', '5-3-0')).toBe(0);
+    expect(compareMessageIds('5-3-7', '5-3-7')).toBe(0);
+    // exact beyond 2^53, as Redis ids may be
+    expect(compareMessageIds('9007199254740993-0', '9007199254740992-0')).toBeGreaterThan(0);
+    expect([...ordered].reverse().sort(compareMessageIds)).toEqual(ordered);
+  });
+
+  it('takes the id of an item after the first of a batch (three parts), nothing else', () => {
+    for (const valid of ['1-2-3', '1795336422100-0-999', '1-1-18446744073709551615'])
+      expect(isMessageId(valid), valid).toBe(true);
+    for (const invalid of ['1-2-3-4', '1-2-', '1--3', '1-2-x', '1-1-18446744073709551616', '-1-2'])
+      expect(isMessageId(invalid), invalid).toBe(false);
+  });
+
+  it(`keeps the newest ${LIVE_BUFFER} batches: 1001 published, the oldest is gone`, async () => {
     const a = agent();
     const payloads = Array.from({ length: LIVE_BUFFER + 1 }, (_, i) =>
       JSON.stringify({ label: `m${i}` }),
     );
-    // across calls, so the cap holds for a stream that grows publish by publish
-    const ids = [
-      ...(await bus.publish(a, payloads.slice(0, 600))),
-      ...(await bus.publish(a, payloads.slice(600))),
-    ];
+    // one batch per publish, so the cap holds for a stream that grows publish by publish
+    const ids: string[] = [];
+    for (const payload of payloads) ids.push(...(await bus.publish(a, [payload])));
     expect(ids).toHaveLength(LIVE_BUFFER + 1);
     expectIncreasing(ids);
 
@@ -213,6 +231,64 @@ describeBuses('LiveBus contract [%s]', (engine: BusName) => {
     expect(after.messages).toHaveLength(LIVE_BUFFER);
     expect(after.messages[0]?.id).toBe(ids[2]);
     expect(after.messages.at(-1)?.id).toBe(newest);
+  });
+
+  it('a batch is one buffer entry: its items have ids E, E-1, E-2, and resume item by item', async () => {
+    const a = agent();
+    const [single] = await bus.publish(a, [data('single')]);
+    const batch = await bus.publish(a, ['b0', 'b1', 'b2'].map(data));
+    const entry = batch[0] as string;
+    // the first item's id is the entry's id, of the same form as a single-item batch's
+    expect(entry).toMatch(/^\d+-\d+$/);
+    expect(single).toMatch(/^\d+-\d+$/);
+    expect(batch).toEqual([entry, `${entry}-1`, `${entry}-2`]);
+    // a listener joining now gets nothing of that batch, only what follows
+    const late = recorder();
+    await subscribe(a, late);
+    const later = [
+      ...(await bus.publish(a, [data('l0')])),
+      ...(await bus.publish(a, [data('l1')])),
+    ];
+    expectIncreasing([single as string, ...batch, ...later]);
+
+    const afterSecond = await bus.replay(a, `${entry}-1`);
+    expect(afterSecond.resumed).toBe(true);
+    expect(afterSecond.messages.map((m) => m.id)).toEqual([`${entry}-2`, ...later]);
+    expect(labels(afterSecond.messages)).toEqual(['b2', 'l0', 'l1']);
+    const afterFirst = await bus.replay(a, entry);
+    expect(afterFirst.resumed).toBe(true);
+    expect(labels(afterFirst.messages)).toEqual(['b1', 'b2', 'l0', 'l1']);
+    const afterLastItem = await bus.replay(a, `${entry}-2`);
+    expect(afterLastItem).toMatchObject({ resumed: true });
+    expect(afterLastItem.messages.map((m) => m.id)).toEqual(later);
+    // an item the batch does not have was never an id: the full replay
+    const beyond = await bus.replay(a, `${entry}-3`);
+    expect(beyond.resumed).toBe(false);
+    expect(labels(beyond.messages)).toEqual(['single', 'b0', 'b1', 'b2', 'l0', 'l1']);
+
+    await until(() => late.messages.length >= 2, 'the later batches');
+    await sleep(QUIET_MS);
+    expect(late.messages.map((m) => m.id)).toEqual(later);
+  });
+
+  it(`a batch of ${LIVE_BUFFER} items does not evict the batches before it`, async () => {
+    const a = agent();
+    const earlier: string[] = [];
+    for (let i = 0; i < 5; i++) earlier.push(...(await bus.publish(a, [data(`e${i}`)])));
+    const big = await bus.publish(
+      a,
+      Array.from({ length: LIVE_BUFFER }, (_, i) => data(`big${i}`)),
+    );
+    expect(big).toHaveLength(LIVE_BUFFER);
+    const replay = await bus.replay(a);
+    expect(replay.messages).toHaveLength(5 + LIVE_BUFFER);
+    expect(replay.messages.map((m) => m.id)).toEqual([...earlier, ...big]);
+    expect(labels(replay.messages.slice(0, 6))).toEqual(['e0', 'e1', 'e2', 'e3', 'e4', 'big0']);
+    // and the cap still counts batches: 996 more single-item batches evict exactly the first 2
+    for (let i = 0; i < LIVE_BUFFER - 4; i++) await bus.publish(a, [data(`f${i}`)]);
+    const capped = await bus.replay(a);
+    expect(capped.messages).toHaveLength(3 + LIVE_BUFFER + LIVE_BUFFER - 4);
+    expect(labels(capped.messages.slice(0, 4))).toEqual(['e2', 'e3', 'e4', 'big0']);
   });
 
   it('subscribe delivers, in order, only what is published after it resolves, to every listener of that agent and no other', async () => {

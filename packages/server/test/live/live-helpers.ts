@@ -58,7 +58,8 @@ export function largeBatch(bytes: number): RunBatch {
 export const fillerItem = (agentId: string, label: string) =>
   JSON.stringify({ trace: traceSnapshot({ agentId, inputSummary: label }), events: [] });
 
-export const STREAM_ID = /^\d+-\d+$/;
+/** A message id: the buffer entry's id `<ms>-<seq>`, plus `-<k>` for item k >= 1 of a batch. */
+export const STREAM_ID = /^\d+-\d+(-\d+)?$/;
 
 export function expectStrictlyIncreasing(ids: (string | undefined)[]): void {
   for (const id of ids) expect(id, 'every message has an id').toMatch(STREAM_ID);

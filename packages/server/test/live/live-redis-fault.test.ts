@@ -286,6 +286,82 @@ describe.runIf(available)('live stream, Redis fault (real Redis behind a TCP pro
     }
   });
 
+  it('Redis down when the stream opens: the batches stored before the outage arrive on that connection once Redis is back, each once, then new ones', async () => {
+    const s = server!;
+    const agent = await s.newAgent();
+    const before = [runBatch(), runBatch({ events: 2 }), runBatch()];
+    for (const batch of before)
+      expect((await postBatch(s.url, agent.apiKey, batch.body)).status).toBe(202);
+    // on the bus before the outage
+    expect((await s.bus.replay(agent.agentId)).messages).toHaveLength(before.length);
+    const beforeIds = before.map((b) => b.trace.id);
+
+    await proxy.cut();
+    let restored = false;
+    try {
+      const sse = await open(agent.agentId, agent.token);
+      expect(sse.status).toBe(200);
+      await sse.waitFor((c) => warnings(c).length > 0, 3_000, 'event: warning');
+      await sleep(300);
+      expect(traceIds(sse)).toEqual([]);
+      // one outage, one warning (the bus being down and the replay failing are the same news)
+      expect(warnings(sse)).toHaveLength(1);
+
+      await proxy.restore();
+      restored = true;
+      await sse.waitFor(
+        (c) => beforeIds.every((id) => traceIds(c).includes(id)),
+        RECOVERY_MS,
+        'the replay once Redis is back',
+      );
+      expect(traceIds(sse).slice(0, before.length)).toEqual(beforeIds);
+      await expectLiveDelivery(s.url, agent.apiKey, sse, 2);
+      // every batch once, the ones from before the outage first
+      const ids = traceIds(sse);
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(ids.slice(0, before.length)).toEqual(beforeIds);
+      expect(sse.comments.filter((c) => c === 'connected')).toHaveLength(1);
+      expect(sse.isEnded).toBe(false);
+      sse.close();
+    } finally {
+      if (!restored) await proxy.restore();
+    }
+  });
+
+  it('after an outage with no stream open, the next stream gets no warning', async () => {
+    const target = new URL(redisUrl());
+    const own = new TcpProxy(target.hostname, Number(target.port || 6379));
+    await own.start();
+    let other: ProxiedServer | undefined;
+    try {
+      other = await startProxiedServer(store!, own);
+      const bus = other.bus;
+      await own.cut();
+      // the bus has noticed
+      const deadline = Date.now() + 3_000;
+      while (await bus.ready(0)) {
+        if (Date.now() > deadline) throw new Error('the bus did not notice the outage');
+        await sleep(20);
+      }
+      await own.restore();
+      expect(await bus.ready(RECOVERY_MS)).toBe(true);
+
+      const agent = await other.newAgent();
+      const sse = await open(agent.agentId, agent.token, other.url);
+      expect(sse.status).toBe(200);
+      const batch = runBatch();
+      expect((await postBatch(other.url, agent.apiKey, batch.body)).status).toBe(202);
+      await sse.waitFor((c) => traceIds(c).includes(batch.trace.id), 3_000, 'the batch');
+      await sleep(300);
+      expect(warnings(sse)).toEqual([]);
+      sse.close();
+    } finally {
+      await other?.close();
+      await own.close();
+      await dropStreams(other);
+    }
+  });
+
   it('Redis down when the service starts: it serves, streams warn, and delivery starts once Redis is up', async () => {
     const target = new URL(redisUrl());
     const late = new TcpProxy(target.hostname, Number(target.port || 6379));

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/auth/dev-token.js';
@@ -279,6 +280,45 @@ describeBuses('GET /v1/agents/:id/live [%s]', (bus: BusName) => {
     expect(sse.events.filter((e) => e.event === 'warning')).toEqual([]);
   });
 
+  it('a Last-Event-ID that is not an id gets the full replay however long it is, never a 400', async () => {
+    const agent = await server.createAgent();
+    const batches = [runBatch(), runBatch()];
+    for (const batch of batches) await post(agent, batch.body);
+    const values = ['x'.repeat(100), '1-'.repeat(50), `${'9'.repeat(60)}-${'9'.repeat(39)}`];
+    const streams: SseClient[] = [];
+    for (const value of values) {
+      expect(value.length).toBeGreaterThanOrEqual(100);
+      const sse = await watch(agent.agentId, { headers: { 'last-event-id': value } });
+      expect(sse.status, sse.body).toBe(200);
+      streams.push(sse);
+    }
+    const marker = await settle(agent, ...streams);
+    for (const sse of streams) {
+      expect(traceIds(sse)).toEqual([...batches.map((b) => b.trace.id), marker]);
+      expect(sse.events.filter((e) => e.event === 'warning')).toEqual([]);
+    }
+  });
+
+  it('a resumed stream of multi-item batches continues after exactly that item', async () => {
+    const agent = await server.createAgent();
+    const multi = multiItemBatch(3);
+    const after = runBatch();
+    await post(agent, multi);
+    await post(agent, after.body);
+    const first = await watch(agent.agentId);
+    await first.waitFor((c) => traceCount(c) === 4, 5_000, 'the replay');
+    const ids = first.traces().map((t) => t.id as string);
+    // one entry per batch: its items are E, E-1, E-2
+    expect(ids.slice(0, 3)).toEqual([ids[0], `${ids[0]}-1`, `${ids[0]}-2`]);
+    expect(ids[3]).toMatch(/^\d+-\d+$/);
+    first.close();
+
+    const resumed = await watch(agent.agentId, { headers: { 'last-event-id': ids[1]! } });
+    const marker = await settle(agent, resumed);
+    expect(resumed.traces().map((t) => t.id)).toEqual([ids[2], ids[3], expect.any(String)]);
+    expect(traceIds(resumed)).toEqual([multi.items[2]!.trace.id, after.trace.id, marker]);
+  });
+
   it('no gap and no duplicate across the replay to live hand-off while batches keep coming', async () => {
     const agent = await server.createAgent();
     // ten clients connect at different moments, each a hand-off under load
@@ -396,6 +436,37 @@ describeBuses('GET /v1/agents/:id/live [%s]', (bus: BusName) => {
     await two.waitFor((c) => hasTrace(c, batch.trace.id), 5_000, 'delivery');
   });
 
+  it('a client that goes away before its stream is set up leaves no stream slot behind', async () => {
+    const agent = await server.createAgent();
+    const tokens = await Promise.all(
+      Array.from({ length: 8 }, () => server.userToken(newUser(), agent.agentId)),
+    );
+    await until(() => server.streams.size === 0, 'the streams of earlier tests to be released');
+    // each user fills their two slots with requests that are gone while the token is checked
+    // and the role looked up (whether one is gone before or after the stream is set up varies)
+    for (const token of tokens)
+      for (let i = 0; i < 2; i++) {
+        const socket = net.connect(Number(new URL(server.url).port), '127.0.0.1');
+        socket.on('error', () => {});
+        await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+        socket.write(
+          `GET /v1/agents/${agent.agentId}/live HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+            `Authorization: Bearer ${token}\r\nAccept: text/event-stream\r\n\r\n`,
+        );
+        socket.destroy();
+      }
+    await until(() => server.streams.size === 0, 'every abandoned stream to be released', 2_000);
+    // and each of those users gets a stream at once
+    for (const token of tokens) {
+      const sse = await watch(agent.agentId, { token });
+      expect(sse.status, sse.body).toBe(200);
+    }
+    const batch = runBatch();
+    await post(agent, batch.body);
+    const last = await watch(agent.agentId, { token: tokens[0]! });
+    await last.waitFor((c) => hasTrace(c, batch.trace.id), 5_000, 'the replay');
+  });
+
   it('sends heartbeat comments on an idle stream', async () => {
     const agent = await server.createAgent();
     const opened = Date.now();
@@ -439,7 +510,10 @@ describeBuses('GET /v1/agents/:id/live [%s]', (bus: BusName) => {
     const fillers = Array.from({ length: LIVE_BUFFER - 1 }, (_, i) =>
       fillerItem(agent.agentId, `filler ${i}`),
     );
-    const fillerIds = await server.bus.publish(agent.agentId, fillers);
+    // one batch each: the buffer counts batches
+    const fillerIds: string[] = [];
+    for (const filler of fillers)
+      fillerIds.push(...(await server.bus.publish(agent.agentId, [filler])));
     const newest = runBatch();
     await post(agent, newest.body);
 
@@ -492,7 +566,7 @@ describeBuses('GET /v1/agents/:id/live [%s]', (bus: BusName) => {
       });
     });
     expect(items.join('').length).toBeGreaterThan(2 * server.config.liveMaxQueueBytes);
-    await server.bus.publish(agent.agentId, items);
+    for (const item of items) await server.bus.publish(agent.agentId, [item]);
 
     const sse = await watch(agent.agentId);
     await sse.waitFor((c) => traceCount(c) === LIVE_BUFFER, 10_000, 'the full replay');

@@ -1,0 +1,149 @@
+import net from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { buildApp, type FlightlogApp } from '../../src/app.js';
+import { mintDevToken } from '../../src/auth/dev-token.js';
+import { loadConfig } from '../../src/config.js';
+import { createRedisBus } from '../../src/live/redis-bus.js';
+import { openStore, type Store } from '../../src/store/open-store.js';
+import { redisUrl } from '../harness/engines.js';
+import { postBatch, send } from '../harness/http.js';
+import { SseClient } from '../harness/sse-client.js';
+import { runBatch } from '../fixtures/batches.js';
+import { sleep } from './live-helpers.js';
+
+const available = inject('redisUrl') !== null;
+if (!available) process.stdout.write('!!! SKIPPED "Redis live bus": Redis is unreachable !!!\n');
+
+/** The lines of CLIENT LIST whose connection name is `name`. */
+async function connectionsNamed(name: string): Promise<string[]> {
+  const redis = new Redis(redisUrl(), { lazyConnect: true });
+  try {
+    await redis.connect();
+    const list = (await redis.client('LIST')) as string;
+    return list.split('\n').filter((line) => line.split(' ').includes(`name=${name}`));
+  } finally {
+    redis.disconnect();
+  }
+}
+
+describe.runIf(available)('Redis live bus', () => {
+  it('ready(timeoutMs) that times out leaves no listener behind', async () => {
+    // a port nobody listens on: the bus never becomes ready
+    const probe = net.createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const { port } = probe.address() as net.AddressInfo;
+    await new Promise<void>((resolve) => probe.close(() => resolve()));
+    const bus = createRedisBus({ url: `redis://127.0.0.1:${port}`, blockMs: 200 });
+    const warnings: Error[] = [];
+    const onWarning = (warning: Error) => warnings.push(warning);
+    process.on('warning', onWarning);
+    try {
+      // past EventEmitter's default of 10 listeners, which Node reports as a possible leak
+      for (let i = 0; i < 15; i++) expect(await bus.ready(5)).toBe(false);
+      await sleep(50);
+      expect(warnings.map((w) => w.name)).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+      await bus.close();
+    }
+  });
+
+  describe('one instance with many streams', () => {
+    const connectionName = `flightlog-live-test-${randomBytes(4).toString('hex')}`;
+    const prefix = `flightlog-test:conn:${randomBytes(6).toString('hex')}:`;
+    const adminToken = randomBytes(24).toString('hex');
+    const jwtSecret = randomBytes(32).toString('hex');
+    let store: Store | undefined;
+    let built: FlightlogApp | undefined;
+    let url = '';
+    const clients: SseClient[] = [];
+    const agentIds: string[] = [];
+
+    beforeAll(async () => {
+      store = await openStore({ poolSize: 4 });
+      const bus = createRedisBus({
+        url: redisUrl(),
+        keyPrefix: prefix,
+        blockMs: 200,
+        connectionName,
+      });
+      expect(await bus.ready(5_000)).toBe(true);
+      const config = {
+        ...loadConfig({}),
+        port: 0,
+        host: '127.0.0.1',
+        adminToken,
+        jwtSecret,
+        analysisGraceMs: 0,
+        liveMaxStreamsPerUser: 100,
+      };
+      built = await buildApp({ config, store, bus, logger: false, closeStoreOnClose: false });
+      await built.app.listen({ port: 0, host: '127.0.0.1' });
+      const address = built.app.server.address() as net.AddressInfo;
+      url = `http://127.0.0.1:${address.port}`;
+    });
+    afterAll(async () => {
+      for (const sse of clients) sse.close();
+      built?.app.server.closeAllConnections();
+      await built?.app.close();
+      await store?.close();
+      if (agentIds.length > 0) {
+        const redis = new Redis(redisUrl(), { lazyConnect: true });
+        try {
+          await redis.connect();
+          await redis.del(...agentIds.map((id) => `${prefix}${id}`));
+        } finally {
+          redis.disconnect();
+        }
+      }
+    });
+
+    it('delivers to 20 streams of 20 agents over one reader connection and one command connection', async () => {
+      const admin = async (method: string, path: string, body: unknown) => {
+        const res = await send(url, path, body, { method, token: adminToken });
+        if (res.status >= 300) throw new Error(`admin ${method} ${path}: ${res.status}`);
+        return res.body as { agentId: string; apiKey: string };
+      };
+      const user = `viewer-${randomBytes(4).toString('hex')}`;
+      const token = await mintDevToken(jwtSecret, user);
+      const agents: { agentId: string; apiKey: string }[] = [];
+      for (let i = 0; i < 20; i++) {
+        const agent = await admin('POST', '/admin/v1/agents', {});
+        await admin('PUT', `/admin/v1/agents/${agent.agentId}/members/${user}`, { role: 'viewer' });
+        agents.push(agent);
+        agentIds.push(agent.agentId);
+      }
+      const streams: SseClient[] = [];
+      for (const agent of agents) {
+        const sse = await SseClient.open(`${url}/v1/agents/${agent.agentId}/live`, token);
+        clients.push(sse);
+        expect(sse.status).toBe(200);
+        streams.push(sse);
+      }
+      // every stream is live: a batch for each agent reaches its stream
+      const batches = agents.map(() => runBatch());
+      await Promise.all(
+        agents.map(async (agent, i) => {
+          const res = await postBatch(url, agent.apiKey, batches[i]!.body);
+          expect(res.status).toBe(202);
+        }),
+      );
+      await Promise.all(
+        streams.map((sse, i) =>
+          sse.waitFor(
+            (c) => c.traces().some((t) => t.item.trace.id === batches[i]!.trace.id),
+            5_000,
+            `stream ${i}`,
+          ),
+        ),
+      );
+      for (const [i, sse] of streams.entries())
+        expect(sse.traces().map((t) => t.item.trace.id)).toEqual([batches[i]!.trace.id]);
+
+      expect(await connectionsNamed(`${connectionName}-reader`)).toHaveLength(1);
+      expect(await connectionsNamed(`${connectionName}-commands`)).toHaveLength(1);
+    });
+  });
+});
