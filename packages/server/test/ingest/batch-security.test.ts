@@ -65,6 +65,30 @@ describeEngines('ingest security [%s]', (engine) => {
       // the agent's first key is untouched
       expect((await postBatch(server.url, agent.apiKey, runBatch().body)).status).toBe(202);
     });
+
+    it('is refused within the cache ttl when revoked elsewhere (another instance, the CLI)', async () => {
+      const agent = await server.createAgent();
+      const created = await send(
+        server.url,
+        `/admin/v1/agents/${agent.agentId}/keys`,
+        {},
+        { token: server.adminToken },
+      );
+      const { keyId, apiKey } = created.body;
+      // cached as valid by this instance
+      expect((await postBatch(server.url, apiKey, runBatch().body)).status).toBe(202);
+      // revoked straight in the shared store: this instance's cache does not hear of it
+      expect(await server.store.agents.revokeKey(keyId)).toBe(true);
+      const revokedAt = Date.now();
+      let status = 202;
+      while (status === 202 && Date.now() - revokedAt < 5_000) {
+        status = (await postBatch(server.url, apiKey, runBatch().body)).status;
+        if (status === 202) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(status).toBe(401);
+      // the cache ttl here is 1 s: refused after about that, not only at the 5 s bound
+      expect(Date.now() - revokedAt).toBeLessThan(3_500);
+    });
   });
 
   describe("another agent's ids", () => {
