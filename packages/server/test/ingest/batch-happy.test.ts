@@ -247,6 +247,17 @@ describeEngines('POST /v1/traces/batch, accepted [%s]', (engine) => {
           items: [{ trace: final, events: [] }],
         });
         expect(await analysisJobs(server.store, trace.id)).toEqual([{ state: 'pending' }]);
+        // once the worker has taken the job, a late copy of the final snapshot queues no second
+        // analysis: the trace was already finished (the one-pending index would not stop this)
+        await server.store.sql.query(
+          "UPDATE analysis_jobs SET state = 'done' WHERE trace_id = $1",
+          [trace.id],
+        );
+        await postBatch(server.url, agent.apiKey, {
+          batchId: newId(),
+          items: [{ trace: { ...final, eventCount: 2 }, events: [] }],
+        });
+        expect(await analysisJobs(server.store, trace.id)).toEqual([{ state: 'done' }]);
       }
     });
 
