@@ -6,3 +6,5 @@ export * from './batch.js';
 export * from './complete.js';
 export * from './payloads.js';
 export * from './problem.js';
+export * from './payload-envelope.js';
+export * from './analysis.js';

@@ -1,0 +1,83 @@
+import { createDecipheriv } from 'node:crypto';
+import type { EncryptedPayload } from './payloads.js';
+
+/**
+ * The envelope of an encrypted event payload (`payloadEncrypted: true`), as the client library
+ * writes it: AES-256-GCM, a fresh random 96-bit IV, the 128-bit tag, no additional data; `iv`,
+ * `tag` and `ciphertext` in base64; the plaintext is the payload's UTF-8 JSON text. The key is
+ * `SERVICE_MASTER_KEY`: 32 random bytes, base64. Shared here so that every side that opens an
+ * envelope (the analysis worker, the client) reads it the same way.
+ */
+export const PAYLOAD_ENVELOPE_ALGORITHM = 'AES-256-GCM';
+
+const KEY_BYTES = 32;
+const IV_BYTES = 12;
+const TAG_BYTES = 16;
+/** Standard or URL-safe base64, padding optional. */
+const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
+
+/** What reading `SERVICE_MASTER_KEY` gave. */
+export type EnvelopeKeyOutcome = { ok: true; key: Buffer } | { ok: false; reason: string };
+
+/**
+ * Reads a master key: 32 bytes in base64. Anything else is refused with the reason, never used:
+ * a key that decodes to 31 bytes is a typo, and would open nothing.
+ */
+export function parseEnvelopeKey(text: string): EnvelopeKeyOutcome {
+  const trimmed = text.trim();
+  if (trimmed === '') return { ok: false, reason: 'it is empty' };
+  if (!BASE64.test(trimmed)) return { ok: false, reason: 'it is not base64' };
+  const key = Buffer.from(trimmed.replaceAll('-', '+').replaceAll('_', '/'), 'base64');
+  if (key.byteLength !== KEY_BYTES)
+    return { ok: false, reason: `it decodes to ${key.byteLength} bytes, not ${KEY_BYTES}` };
+  return { ok: true, key };
+}
+
+/** True when `value` has the envelope's shape (it may still fail to open). */
+export function isPayloadEnvelope(value: unknown): value is EncryptedPayload {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return false;
+  const v = value as Record<string, unknown>;
+  return (
+    v.alg === PAYLOAD_ENVELOPE_ALGORITHM &&
+    typeof v.iv === 'string' &&
+    typeof v.tag === 'string' &&
+    typeof v.ciphertext === 'string'
+  );
+}
+
+/** What opening an envelope gave. */
+export type OpenEnvelopeOutcome =
+  | { ok: true; payload: Record<string, unknown> }
+  | { ok: false; reason: 'invalid-key' | 'not-an-envelope' | 'authentication-failed' | 'not-json' };
+
+/**
+ * Opens an encrypted payload with a 32-byte key. Never throws: a wrong key and a modified
+ * envelope both give `authentication-failed` (GCM cannot tell them apart).
+ */
+export function openPayloadEnvelope(payload: unknown, key: Uint8Array): OpenEnvelopeOutcome {
+  if (key.byteLength !== KEY_BYTES) return { ok: false, reason: 'invalid-key' };
+  if (!isPayloadEnvelope(payload)) return { ok: false, reason: 'not-an-envelope' };
+  const iv = Buffer.from(payload.iv, 'base64');
+  const tag = Buffer.from(payload.tag, 'base64');
+  if (iv.byteLength !== IV_BYTES || tag.byteLength !== TAG_BYTES)
+    return { ok: false, reason: 'not-an-envelope' };
+  let json: string;
+  try {
+    const decipher = createDecipheriv('aes-256-gcm', key, iv);
+    decipher.setAuthTag(tag);
+    json = Buffer.concat([
+      decipher.update(Buffer.from(payload.ciphertext, 'base64')),
+      decipher.final(),
+    ]).toString('utf8');
+  } catch {
+    return { ok: false, reason: 'authentication-failed' };
+  }
+  try {
+    const value: unknown = JSON.parse(json);
+    if (typeof value === 'object' && value !== null && !Array.isArray(value))
+      return { ok: true, payload: value as Record<string, unknown> };
+  } catch {
+    // authenticated, but not the JSON object a client encrypts
+  }
+  return { ok: false, reason: 'not-json' };
+}
