@@ -1,5 +1,8 @@
-// Shared by the benchmarks (ingest.mjs, live.mjs): synthetic batches, loopback helpers, stats.
+// Shared by the benchmarks (ingest.mjs, live.mjs, analysis.mjs): synthetic batches, loopback
+// helpers, stats, child processes.
 
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 
 /** A whole number from the environment, within [min, max], else `fallback`. */
@@ -169,3 +172,165 @@ export const SERVER_ENV_DROPPED = [
   'LOG_LEVEL',
   'NODE_OPTIONS',
 ];
+
+// ---------------------------------------------------------------------------------------------
+// Child processes and cleanup (generalised from ingest.mjs / live.mjs, for new benchmarks).
+
+/**
+ * The resources of one benchmark run: every child and every cleanup is released on every exit
+ * path (normal end, error, SIGINT/SIGTERM, the `timeoutSeconds` watchdog).
+ */
+export function createLifecycle({ timeoutSeconds }) {
+  const children = new Set();
+  const cleanups = [];
+  let cleaningUp;
+  const runList = async (list) => {
+    while (list.length > 0) {
+      const fn = list.pop();
+      try {
+        await Promise.race([fn(), sleepUnref(15_000)]);
+      } catch (error) {
+        console.error(`cleanup failed: ${error?.message ?? error}`);
+      }
+    }
+  };
+  const lifecycle = {
+    children,
+    onCleanup(fn) {
+      cleanups.push(fn);
+      return fn;
+    },
+    runCleanups() {
+      cleaningUp ??= runList(cleanups);
+      return cleaningUp;
+    },
+  };
+  process.on('exit', () => {
+    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  const abort = async (reason, code) => {
+    console.error(`\n!!! ${reason}: stopping child processes and removing temporary data`);
+    await lifecycle.runCleanups();
+    process.exit(code);
+  };
+  process.once('SIGINT', () => void abort('interrupted', 130));
+  process.once('SIGTERM', () => void abort('terminated', 143));
+  const watchdog = setTimeout(
+    () => void abort(`BENCHMARK TIMED OUT after ${timeoutSeconds} s`, 1),
+    timeoutSeconds * 1000,
+  );
+  watchdog.unref();
+  return lifecycle;
+}
+
+function sleepUnref(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms).unref());
+}
+
+/** Keeps the last 50 lines of a child's output and echoes its first 10 under `[tag]`. */
+export function collectOutput(child, tag) {
+  const output = { lines: [], count: 0, all: '' };
+  const collect = (chunk) => {
+    const text = chunk.toString('utf8');
+    if (output.all.length < 64 * 1024) output.all += text;
+    for (const line of text.split('\n')) {
+      if (!line.trim()) continue;
+      output.count++;
+      if (output.count <= 10) console.log(`    [${tag}] ${line.slice(0, 300)}`);
+      else if (output.count === 11) console.log(`    [${tag}] (further output not shown)`);
+      output.lines.push(line);
+      if (output.lines.length > 50) output.lines.shift();
+    }
+  };
+  child.stdout?.on('data', collect);
+  child.stderr?.on('data', collect);
+  return output;
+}
+
+/**
+ * Runs `node <cli> <args>` as a child of the lifecycle with `env` (on top of this shell's
+ * environment minus SERVER_ENV_DROPPED). `stop()` sends SIGTERM, SIGKILL after 15 s.
+ */
+export function spawnCli(lifecycle, { cli, args, env, tag, cwd }) {
+  const childEnv = { ...process.env };
+  for (const name of SERVER_ENV_DROPPED) delete childEnv[name];
+  for (const name of Object.keys(childEnv))
+    if (name.startsWith('ANALYSIS_') || name === 'SERVICE_MASTER_KEY') delete childEnv[name];
+  Object.assign(childEnv, env);
+  const child = spawn(process.execPath, [cli, ...args], {
+    cwd,
+    env: childEnv,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  lifecycle.children.add(child);
+  const output = collectOutput(child, tag);
+  const exited = new Promise((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  exited.then(() => lifecycle.children.delete(child));
+  const handle = {
+    child,
+    output,
+    exited,
+    alive: () => child.exitCode === null && child.signalCode === null,
+    async stop() {
+      if (handle.alive()) {
+        child.kill('SIGTERM');
+        const result = await Promise.race([exited, sleepUnref(15_000)]);
+        if (!result) {
+          console.error(`!!! ${tag} did not stop within 15 s of SIGTERM: killing it`);
+          child.kill('SIGKILL');
+        }
+      }
+      return exited;
+    },
+    /** Resolves when the output matches `pattern` (the match), rejects if the child exits. */
+    async waitFor(pattern, timeoutMs = 30_000) {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const match = pattern.exec(output.all);
+        if (match) return match;
+        if (!handle.alive()) throw new Error(`${tag} exited:\n${output.lines.join('\n')}`);
+        if (Date.now() > deadline) throw new Error(`${tag}: no ${pattern} after ${timeoutMs} ms`);
+        await sleepUnref(50);
+      }
+    },
+  };
+  lifecycle.onCleanup(() => handle.stop());
+  return handle;
+}
+
+/** `flightlog serve` on a free port, waited for until /readyz answers 200. */
+export async function startFlightlogServer(lifecycle, { cli, env, tag = 'server', cwd }) {
+  const port = await freePort();
+  const adminToken = randomBytes(24).toString('hex');
+  const jwtSecret = randomBytes(32).toString('hex');
+  const handle = spawnCli(lifecycle, {
+    cli,
+    cwd,
+    args: ['serve'],
+    tag,
+    env: {
+      ...env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      ADMIN_TOKEN: adminToken,
+      JWT_SECRET: jwtSecret,
+      LOG_LEVEL: env.LOG_LEVEL ?? 'warn',
+    },
+  });
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (!handle.alive()) throw new Error(`${tag} exited during start-up:\n${handle.output.all}`);
+    try {
+      const { status } = await request('GET', `${base}/readyz`, { timeoutMs: 1_000 });
+      if (status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`${tag} not ready after 30 s`);
+    await sleepUnref(100);
+  }
+  return { ...handle, base, port, adminToken, jwtSecret };
+}

@@ -32,6 +32,8 @@ export interface AppDependencies {
   logger?: false | { destination: LogDestination };
   /** Close the store when the app closes (the server owns it; tests may share one). */
   closeStoreOnClose?: boolean;
+  /** Told when a request queued an analysis runnable in `runnableInMs` (wakes a local worker). */
+  onAnalysisQueued?: (runnableInMs: number) => void;
 }
 
 export interface FlightlogApp {
@@ -139,9 +141,13 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
 
   const bus = deps.bus ?? createInProcessBus({ maxBytes: config.liveBufferMaxBytes });
   const streams = new StreamRegistry(config.liveMaxStreamsPerUser);
+  const onAnalysisQueued = deps.onAnalysisQueued;
   const ingest = {
     traces: store.traces,
     analysisGraceMs: config.analysisGraceMs,
+    ...(onAnalysisQueued
+      ? { onAnalysisQueued: () => onAnalysisQueued(config.analysisGraceMs) }
+      : {}),
     live: {
       bus,
       timeoutMs: config.livePublishTimeoutMs,

@@ -11,6 +11,7 @@ import { mintDevToken } from './auth/dev-token.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { runDemo } from './demo.js';
 import { startServer } from './server.js';
+import { WorkerNeedsDatabaseError, startWorker } from './worker.js';
 import { MEMBER_ROLES, type MemberRole } from './store/agent-store.js';
 import { migrate } from './store/migrate.js';
 import { openStore, type Store } from './store/open-store.js';
@@ -19,6 +20,8 @@ const USAGE = `Usage: flightlog <command> [options]
 
 Commands:
   serve                                       start the service (default)
+  worker                                      run a stand-alone analysis worker (needs
+                                              DATABASE_URL beside a running server)
   migrate                                     apply pending database migrations
   agent create [--id ID] [--name NAME]        create an agent; prints agentId, apiKey, verifyToken
   key create --agent ID                       issue another API key for an agent
@@ -26,7 +29,8 @@ Commands:
   member grant --agent ID --user SUB --role owner|editor|viewer
   member revoke --agent ID --user SUB
   dev-token --user SUB [--ttl SECONDS]        mint an HS256 identity token (needs JWT_SECRET)
-  demo                                        start a server with a demo agent and a sample run
+  demo [--once]                               start a server, run the example agent through a few
+                                              runs and tail them live; --once exits afterwards
 
 Configuration comes from the environment (see the README): DATABASE_URL or DATA_DIR, PORT, ...
 Commands that touch the store open it directly; with the embedded engine, stop the server first
@@ -75,6 +79,19 @@ async function serve(config: Config): Promise<void> {
   process.once('SIGINT', () => stop('SIGINT'));
 }
 
+async function worker(config: Config): Promise<void> {
+  const running = await startWorker(config);
+  const stop = (signal: string) => {
+    process.stderr.write(`flightlog worker: ${signal}, stopping\n`);
+    running.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
+  };
+  process.once('SIGTERM', () => stop('SIGTERM'));
+  process.once('SIGINT', () => stop('SIGINT'));
+}
+
 async function main(argv: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -87,6 +104,7 @@ async function main(argv: string[]): Promise<void> {
       role: { type: 'string' },
       ttl: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
+      once: { type: 'boolean' },
     },
   });
   const [command = 'serve', sub] = positionals;
@@ -98,8 +116,13 @@ async function main(argv: string[]): Promise<void> {
   switch (`${command}${sub ? ` ${sub}` : ''}`.replace(/^(key revoke) .*/, '$1')) {
     case 'serve':
       return serve(config);
+    case 'worker':
+      return worker(config);
     case 'demo':
-      return runDemo(config);
+      return runDemo(config, {
+        once: values.once === true,
+        dataDirGiven: process.env.DATA_DIR !== undefined,
+      });
     case 'migrate':
       return withStore(config, async (store) => print({ applied: await migrate(store.sql) }), {
         migrate: false,
@@ -155,7 +178,11 @@ async function main(argv: string[]): Promise<void> {
 }
 
 main(process.argv.slice(2)).catch((error: unknown) => {
-  if (error instanceof UsageError || error instanceof ConfigError) {
+  if (
+    error instanceof UsageError ||
+    error instanceof ConfigError ||
+    error instanceof WorkerNeedsDatabaseError
+  ) {
     process.stderr.write(
       `flightlog: ${error.message}\n\n${error instanceof UsageError ? USAGE : ''}\n`,
     );

@@ -1,3 +1,5 @@
+import { parseEnvelopeKey } from '@flightlog/protocol';
+
 /** Service configuration, read once from the environment at start-up. */
 export interface Config {
   port: number;
@@ -17,6 +19,24 @@ export interface Config {
   maxBodyBytes: number;
   apiKeyCacheMs: number;
   analysisGraceMs: number;
+  /** Run an analysis worker inside the server process (`ANALYSIS_WORKER=on`). */
+  analysisWorker: boolean;
+  /** How long a worker holds a claimed job before another may take it. */
+  analysisLeaseMs: number;
+  /** Attempts of one job before it is marked failed. */
+  analysisMaxAttempts: number;
+  /** Longest idle sleep of a worker between looks at the queue. */
+  analysisPollMs: number;
+  /** OpenAI-compatible endpoint of the LLM analyzer; with the model, or neither. */
+  analysisLlmBaseUrl: string | undefined;
+  analysisLlmModel: string | undefined;
+  analysisLlmApiKey: string | undefined;
+  /** Longest wait for the LLM endpoint; under the lease. */
+  analysisLlmTimeoutMs: number;
+  /** Whether facts read from decrypted payloads may be sent to the LLM endpoint. */
+  analysisLlmSendDecrypted: boolean;
+  /** SERVICE_MASTER_KEY (32 bytes): workers open encrypted payloads with it, for analysis only. */
+  serviceMasterKey: Buffer | undefined;
   requestTimeoutMs: number;
   shutdownTimeoutMs: number;
   logLevel: string;
@@ -74,6 +94,58 @@ function url(env: Env, name: string, protocols: string[]): string | undefined {
   return raw;
 }
 
+function onOff(env: Env, name: string, fallback: boolean): boolean {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (raw !== 'on' && raw !== 'off')
+    throw new ConfigError(`${name} must be on or off, got "${raw}"`);
+  return raw === 'on';
+}
+
+/** The analysis settings, checked together (some only make sense with others). */
+function analysisSettings(env: Env) {
+  const analysisLeaseMs = integer(env, 'ANALYSIS_LEASE_MS', 60_000, 1_000, 3_600_000);
+  const analysisLlmBaseUrl = url(env, 'ANALYSIS_LLM_BASE_URL', ['https:', 'http:']);
+  const analysisLlmModel = text(env, 'ANALYSIS_LLM_MODEL');
+  const analysisLlmApiKey = text(env, 'ANALYSIS_LLM_API_KEY');
+  if (analysisLlmBaseUrl !== undefined && analysisLlmModel === undefined)
+    throw new ConfigError('ANALYSIS_LLM_MODEL is required with ANALYSIS_LLM_BASE_URL');
+  if (analysisLlmBaseUrl === undefined && analysisLlmModel !== undefined)
+    throw new ConfigError('ANALYSIS_LLM_BASE_URL is required with ANALYSIS_LLM_MODEL');
+  if (analysisLlmBaseUrl === undefined && analysisLlmApiKey !== undefined)
+    throw new ConfigError('ANALYSIS_LLM_API_KEY is set, but ANALYSIS_LLM_BASE_URL is not');
+  const analysisLlmTimeoutMs = integer(env, 'ANALYSIS_LLM_TIMEOUT_MS', 20_000, 100, 600_000);
+  // A job still waiting for the model when its lease ends would be analysed a second time.
+  if (analysisLlmBaseUrl !== undefined && analysisLlmTimeoutMs >= analysisLeaseMs)
+    throw new ConfigError(
+      `ANALYSIS_LLM_TIMEOUT_MS (${analysisLlmTimeoutMs}) must be less than ANALYSIS_LEASE_MS (${analysisLeaseMs})`,
+    );
+  const rawKey = env.SERVICE_MASTER_KEY;
+  let serviceMasterKey: Buffer | undefined;
+  if (rawKey !== undefined) {
+    const parsed = parseEnvelopeKey(rawKey);
+    // never echo the value: it is a secret, even when it is a wrong one
+    if (!parsed.ok)
+      throw new ConfigError(
+        `SERVICE_MASTER_KEY must be 32 random bytes in base64, but ${parsed.reason}`,
+      );
+    serviceMasterKey = parsed.key;
+  }
+  return {
+    analysisGraceMs: integer(env, 'ANALYSIS_GRACE_MS', 2_000, 0, 3_600_000),
+    analysisWorker: onOff(env, 'ANALYSIS_WORKER', true),
+    analysisLeaseMs,
+    analysisMaxAttempts: integer(env, 'ANALYSIS_MAX_ATTEMPTS', 5, 1, 100),
+    analysisPollMs: integer(env, 'ANALYSIS_POLL_MS', 500, 10, 60_000),
+    analysisLlmBaseUrl,
+    analysisLlmModel,
+    analysisLlmApiKey,
+    analysisLlmTimeoutMs,
+    analysisLlmSendDecrypted: onOff(env, 'ANALYSIS_LLM_SEND_DECRYPTED', false),
+    serviceMasterKey,
+  };
+}
+
 /** Reads and checks every setting; throws ConfigError naming the variable that is wrong. */
 export function loadConfig(env: Env = process.env): Config {
   const jwtSecret = text(env, 'JWT_SECRET');
@@ -109,7 +181,7 @@ export function loadConfig(env: Env = process.env): Config {
     jwtAudience: text(env, 'JWT_AUDIENCE'),
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 5 * 1024 * 1024, 1_024, 1024 * 1024 * 1024),
     apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 2_000, 0, 5_000),
-    analysisGraceMs: integer(env, 'ANALYSIS_GRACE_MS', 2_000, 0, 3_600_000),
+    ...analysisSettings(env),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
     logLevel,

@@ -1,3 +1,5 @@
+import type { AnalysisWorker } from './analysis/analysis-worker.js';
+import { workerFromConfig } from './analysis/worker-from-config.js';
 import { buildApp, type AppDependencies, type FlightlogApp } from './app.js';
 import type { Config } from './config.js';
 import { createRedisBus } from './live/redis-bus.js';
@@ -7,7 +9,12 @@ export interface RunningServer extends FlightlogApp {
   store: Store;
   /** `http://host:port` the server listens on. */
   url: string;
-  /** Stops accepting, lets in-flight requests finish, closes the store. Idempotent; bounded. */
+  /** The in-process analysis worker; absent with `ANALYSIS_WORKER=off`. */
+  worker: AnalysisWorker | undefined;
+  /**
+   * Stops accepting and claiming, lets in-flight requests and the analysis in flight finish,
+   * closes the store. Idempotent; bounded by SHUTDOWN_TIMEOUT_MS.
+   */
   close(): Promise<void>;
 }
 
@@ -22,6 +29,7 @@ export async function startServer(
     poolSize: config.databasePoolSize,
   });
   let built: FlightlogApp;
+  let worker: AnalysisWorker | undefined;
   try {
     // The live bus is chosen once, from configuration: Redis Streams when REDIS_URL is set.
     const bus = config.redisUrl
@@ -33,10 +41,17 @@ export async function startServer(
     built = await buildApp({
       config,
       store,
+      // closed here, after the analysis worker is done with it
+      closeStoreOnClose: false,
+      onAnalysisQueued: (runnableInMs) => worker?.nudge(runnableInMs),
       ...(bus ? { bus } : {}),
       ...(options.logger !== undefined ? { logger: options.logger } : {}),
     });
     await built.app.listen({ port: config.port, host: config.host });
+    if (config.analysisWorker) {
+      worker = workerFromConfig(config, store, { logger: built.app.log, metrics: built.metrics });
+      worker.start();
+    }
   } catch (error) {
     await store.close();
     throw error;
@@ -57,11 +72,16 @@ export async function startServer(
         }, config.shutdownTimeoutMs);
         timer.unref();
       });
-      await Promise.race([built.app.close(), deadline]);
+      // The worker stops claiming at once; its job in flight has until just before the same
+      // deadline, so that it is abandoned (to its lease) before the store goes away.
+      await Promise.race([
+        Promise.all([built.app.close(), worker?.stop(Math.floor(config.shutdownTimeoutMs * 0.9))]),
+        deadline,
+      ]);
       clearTimeout(timer);
       await store.close();
     })();
     return closing;
   };
-  return { ...built, store, url: `http://${host}:${port}`, close };
+  return { ...built, store, url: `http://${host}:${port}`, worker, close };
 }

@@ -3,12 +3,14 @@ import {
   ProblemSchema,
   StringEnum,
   TRACE_STATUSES,
+  TraceAnalysisSchema,
   TraceSchema,
 } from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { IdentityVerifier } from '../auth/identity.js';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
+import { readAnalysis } from '../read/analysis-reader.js';
 import { listTraces, readTrace } from '../read/trace-reader.js';
 import type { Store } from '../store/open-store.js';
 import { requireUser, userOf } from './authentication.js';
@@ -45,6 +47,28 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
       const found = await readTrace(store, userOf(request), request.params.id);
       if (!found) throw notFound();
       return found;
+    },
+  );
+
+  app.get(
+    '/v1/traces/:id/analysis',
+    {
+      schema: {
+        summary: "The autopsy of a trace's latest finalisation (completed or errored)",
+        params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
+        response: { 200: TraceAnalysisSchema, 401: ProblemSchema, 404: ProblemSchema },
+      },
+    },
+    async (request) => {
+      const outcome = await readAnalysis(store, userOf(request), request.params.id);
+      if (outcome.kind === 'not-found') throw notFound();
+      if (outcome.kind === 'not-finished')
+        throw new FlightlogError(
+          'not-found',
+          `No analysis: the trace is ${outcome.traceStatus} and has not finished. ` +
+            'A trace is analysed once it is completed or errored.',
+        );
+      return outcome.analysis;
     },
   );
 

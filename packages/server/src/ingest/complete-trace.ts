@@ -3,7 +3,7 @@ import { publishStored } from '../live/publish.js';
 import type { IngestContext } from './ingest-batch.js';
 
 export type CompleteOutcome =
-  | { kind: 'completed'; trace: Trace }
+  | { kind: 'completed'; trace: Trace; analysisQueued: boolean }
   | { kind: 'not-found' }
   | { kind: 'invalid'; errors: FieldError[] };
 
@@ -24,6 +24,7 @@ export async function completeTrace(
     context.analysisGraceMs,
   );
   if (outcome.kind === 'completed') {
+    if (outcome.analysisQueued) context.onAnalysisQueued?.();
     const { bus, timeoutMs, onError } = context.live;
     await publishStored(bus, agentId, [{ trace: outcome.trace, events: [] }], timeoutMs, onError);
   }

@@ -13,6 +13,8 @@ export interface IngestContext {
   analysisGraceMs: number;
   /** Where stored items are published for live streams (after the commit). */
   live: LivePublishing;
+  /** Told after a commit that queued an analysis (wakes a worker in this process). */
+  onAnalysisQueued?: () => void;
 }
 
 export interface LivePublishing {
@@ -86,6 +88,7 @@ export async function ingestBatch(
   });
   if (outcome.kind === 'id-conflict') return outcome;
   if (outcome.kind === 'accepted') {
+    if (outcome.analysisQueued) context.onAnalysisQueued?.();
     const { bus, timeoutMs, onError } = context.live;
     await publishStored(bus, agentId, items, timeoutMs, onError);
   }

@@ -45,6 +45,36 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly analysisJobs = new Counter({
+    name: 'flightlog_analysis_jobs_total',
+    help:
+      'Analysis jobs by outcome: done, retried, failed, superseded, lost-lease (finished after ' +
+      'another worker took it), lease-expired (taken back from a worker that stopped)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly analysisDuration = new Histogram({
+    name: 'flightlog_analysis_duration_seconds',
+    help: 'Time to analyse one run (load, analyse, store), by the analyzer that wrote it',
+    labelNames: ['analyzer'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+
+  readonly analysisDelay = new Histogram({
+    name: 'flightlog_analysis_delay_seconds',
+    help: 'From the moment a job became runnable (finalisation + grace) to its autopsy stored',
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300],
+    registers: [this.registry],
+  });
+
+  readonly analysisFallbacks = new Counter({
+    name: 'flightlog_analysis_llm_fallbacks_total',
+    help: 'Autopsies written by the heuristic analyzer because the LLM endpoint failed',
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

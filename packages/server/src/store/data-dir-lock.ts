@@ -1,6 +1,21 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
+/** Another live process holds the data directory. */
+export class DataDirInUseError extends Error {
+  override name = 'DataDirInUseError';
+  constructor(
+    readonly dataDir: string,
+    readonly ownerPid: number,
+    options?: ErrorOptions,
+  ) {
+    super(
+      `DATA_DIR ${dataDir} is in use by process ${ownerPid}. Stop it, or use the admin API of the running server.`,
+      options,
+    );
+  }
+}
+
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -30,10 +45,7 @@ export function lockDataDir(dataDir: string): () => void {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
       const owner = Number.parseInt(readFileSync(path, 'utf8'), 10);
       if (Number.isInteger(owner) && owner !== process.pid && alive(owner))
-        throw new Error(
-          `DATA_DIR ${dataDir} is in use by process ${owner}. Stop it, or use the admin API of the running server.`,
-          { cause: error },
-        );
+        throw new DataDirInUseError(dataDir, owner, { cause: error });
       rmSync(path, { force: true });
     }
   }

@@ -1,4 +1,5 @@
 import { AgentStore } from './agent-store.js';
+import { AnalysisStore } from './analysis-store.js';
 import { migrate } from './migrate.js';
 import { openPgliteClient } from './pglite-client.js';
 import { openPostgresClient } from './postgres-client.js';
@@ -23,6 +24,7 @@ export interface Store {
   readonly sql: SqlClient;
   readonly traces: TraceStore;
   readonly agents: AgentStore;
+  readonly analysis: AnalysisStore;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -47,6 +49,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     sql,
     traces: new TraceStore(sql),
     agents: new AgentStore(sql),
+    analysis: new AnalysisStore(sql),
     ping: () => sql.ping(),
     close: () => sql.close(),
   };

@@ -6,6 +6,7 @@ import type {
   TraceStatus,
 } from '@flightlog/protocol';
 import { ANALYSED_STATUSES, isIsoDateTime } from '@flightlog/protocol';
+import { enqueueAnalysis } from './analysis-store.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import {
   EVENT_COLUMNS,
@@ -33,12 +34,16 @@ export type BatchWriteOutcome =
       kind: 'accepted';
       traceId: string;
       verify: VerifyOutcome | null;
+      /** True when the batch finished a run and so queued its analysis. */
+      analysisQueued: boolean;
     }
   | { kind: 'duplicate'; traceId: string; verify: VerifyOutcome | null }
   | { kind: 'id-conflict'; pointer: string };
 
 export type CompleteOutcome =
-  { kind: 'completed'; trace: Trace } | { kind: 'not-found' } | { kind: 'ends-before-start' };
+  | { kind: 'completed'; trace: Trace; analysisQueued: boolean }
+  | { kind: 'not-found' }
+  | { kind: 'ends-before-start' };
 
 export interface TracePage {
   traces: Trace[];
@@ -132,12 +137,6 @@ interface WriteItemRow {
   previousStatus: TraceStatus | null;
   storedEvents: string[];
 }
-
-const ENQUEUE_ANALYSIS = `
-INSERT INTO analysis_jobs (trace_id, agent_id, run_after)
-VALUES ($1, $2, now() + make_interval(secs => $3::float8 / 1000))
-ON CONFLICT (trace_id) WHERE state = 'pending'
-DO UPDATE SET run_after = EXCLUDED.run_after, updated_at = now()`;
 
 const CONSUME_VERIFY_TOKEN = `
 WITH consumed AS (
@@ -246,6 +245,7 @@ export class TraceStore {
     // two batches touching the same traces then lock them in the same order. The first
     // statement claims the batch id: a concurrent copy of this batch waits on it, then finds
     // the id taken and answers as a duplicate.
+    let analysisQueued = false;
     const order = [...items.keys()].sort((a, b) =>
       compareIds(items[a]!.trace.id, items[b]!.trace.id),
     );
@@ -278,7 +278,8 @@ export class TraceStore {
       }
       const before = row.previousStatus;
       if (row.written && isAnalysed(trace.status) && (before === null || !isAnalysed(before))) {
-        await tx.query(ENQUEUE_ANALYSIS, [trace.id, agentId, write.analysisGraceMs]);
+        await enqueueAnalysis(tx, trace.id, agentId, write.analysisGraceMs);
+        analysisQueued = true;
       }
     }
 
@@ -295,7 +296,7 @@ export class TraceStore {
       );
     }
 
-    return { kind: 'accepted', traceId: firstTraceId, verify };
+    return { kind: 'accepted', traceId: firstTraceId, verify, analysisQueued };
   }
 
   private async duplicateOf(
@@ -356,8 +357,9 @@ export class TraceStore {
         ],
       );
       if (!row) return { kind: 'not-found' };
-      if (isAnalysed(status)) await tx.query(ENQUEUE_ANALYSIS, [traceId, agentId, analysisGraceMs]);
-      return { kind: 'completed', trace: traceFromRow(row) };
+      const analysisQueued = isAnalysed(status);
+      if (analysisQueued) await enqueueAnalysis(tx, traceId, agentId, analysisGraceMs);
+      return { kind: 'completed', trace: traceFromRow(row), analysisQueued };
     });
   }
 

@@ -17,7 +17,66 @@ describe('loadConfig', () => {
       logLevel: 'info',
       adminToken: undefined,
       jwtSecret: undefined,
+      analysisWorker: true,
+      analysisLeaseMs: 60_000,
+      analysisMaxAttempts: 5,
+      analysisPollMs: 500,
+      analysisLlmBaseUrl: undefined,
+      analysisLlmModel: undefined,
+      analysisLlmApiKey: undefined,
+      analysisLlmTimeoutMs: 20_000,
+      analysisLlmSendDecrypted: false,
+      serviceMasterKey: undefined,
     });
+  });
+
+  it('reads the analysis settings', () => {
+    const key = Buffer.alloc(32, 7);
+    const config = loadConfig({
+      ANALYSIS_WORKER: 'off',
+      ANALYSIS_GRACE_MS: '0',
+      ANALYSIS_LEASE_MS: '30000',
+      ANALYSIS_MAX_ATTEMPTS: '3',
+      ANALYSIS_POLL_MS: '100',
+      ANALYSIS_LLM_BASE_URL: 'https://llm.example/v1',
+      ANALYSIS_LLM_MODEL: 'gpt-4o-mini',
+      ANALYSIS_LLM_API_KEY: 'sk-abc',
+      ANALYSIS_LLM_TIMEOUT_MS: '10000',
+      ANALYSIS_LLM_SEND_DECRYPTED: 'on',
+      SERVICE_MASTER_KEY: key.toString('base64'),
+    });
+    expect(config).toMatchObject({
+      analysisWorker: false,
+      analysisGraceMs: 0,
+      analysisLeaseMs: 30_000,
+      analysisMaxAttempts: 3,
+      analysisPollMs: 100,
+      analysisLlmBaseUrl: 'https://llm.example/v1',
+      analysisLlmModel: 'gpt-4o-mini',
+      analysisLlmApiKey: 'sk-abc',
+      analysisLlmTimeoutMs: 10_000,
+      analysisLlmSendDecrypted: true,
+    });
+    expect(config.serviceMasterKey?.equals(key)).toBe(true);
+    // URL-safe base64 without padding is the same key
+    const urlSafe = key.toString('base64url');
+    expect(loadConfig({ SERVICE_MASTER_KEY: urlSafe }).serviceMasterKey?.equals(key)).toBe(true);
+  });
+
+  it('allows a lease shorter than the LLM timeout when no LLM is configured', () => {
+    expect(loadConfig({ ANALYSIS_LEASE_MS: '5000' }).analysisLeaseMs).toBe(5_000);
+  });
+
+  it('never echoes a wrong SERVICE_MASTER_KEY', () => {
+    const wrong = Buffer.alloc(31, 9).toString('base64');
+    expect(() => loadConfig({ SERVICE_MASTER_KEY: wrong })).toThrow(
+      'SERVICE_MASTER_KEY must be 32 random bytes in base64, but it decodes to 31 bytes, not 32',
+    );
+    try {
+      loadConfig({ SERVICE_MASTER_KEY: wrong });
+    } catch (error) {
+      expect((error as Error).message).not.toContain(wrong);
+    }
   });
 
   it('reads every variable', () => {
@@ -55,6 +114,29 @@ describe('loadConfig', () => {
     [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL'],
     [{ JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_AUDIENCE: 'flightlog' }, 'JWT_ISSUER'],
     [{ JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_ISSUER: 'https://idp/' }, 'JWT_AUDIENCE'],
+    [{ ANALYSIS_WORKER: 'yes' }, 'ANALYSIS_WORKER'],
+    [{ ANALYSIS_LEASE_MS: '500' }, 'ANALYSIS_LEASE_MS'],
+    [{ ANALYSIS_MAX_ATTEMPTS: '0' }, 'ANALYSIS_MAX_ATTEMPTS'],
+    [{ ANALYSIS_POLL_MS: '5' }, 'ANALYSIS_POLL_MS'],
+    [{ ANALYSIS_LLM_BASE_URL: 'https://llm.example/v1' }, 'ANALYSIS_LLM_MODEL'],
+    [{ ANALYSIS_LLM_MODEL: 'gpt-4o-mini' }, 'ANALYSIS_LLM_BASE_URL'],
+    [
+      { ANALYSIS_LLM_BASE_URL: 'ftp://llm.example', ANALYSIS_LLM_MODEL: 'm' },
+      'ANALYSIS_LLM_BASE_URL',
+    ],
+    [{ ANALYSIS_LLM_API_KEY: 'sk-abc' }, 'ANALYSIS_LLM_BASE_URL'],
+    [
+      {
+        ANALYSIS_LLM_BASE_URL: 'https://llm.example/v1',
+        ANALYSIS_LLM_MODEL: 'm',
+        ANALYSIS_LLM_TIMEOUT_MS: '60000',
+      },
+      'ANALYSIS_LLM_TIMEOUT_MS (60000) must be less than ANALYSIS_LEASE_MS (60000)',
+    ],
+    [{ ANALYSIS_LLM_SEND_DECRYPTED: 'true' }, 'ANALYSIS_LLM_SEND_DECRYPTED'],
+    [{ SERVICE_MASTER_KEY: '' }, 'SERVICE_MASTER_KEY'],
+    [{ SERVICE_MASTER_KEY: 'not base64 at all!' }, 'SERVICE_MASTER_KEY'],
+    [{ SERVICE_MASTER_KEY: Buffer.alloc(16).toString('base64') }, 'SERVICE_MASTER_KEY'],
   ])('refuses %j naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(name);

@@ -72,3 +72,39 @@ export async function startServeProcess(env: Record<string, string>): Promise<Se
   });
   return { child, url, output: () => output, exited };
 }
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  /** The id the worker claims jobs under (from its start-up log line). */
+  workerId: string;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** Starts `flightlog worker` and waits for its start-up log line. */
+export async function startWorkerProcess(env: Record<string, string>): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, [CLI, 'worker'], {
+    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
+  const workerId = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`worker did not start: ${output}`)), 60_000);
+    const onData = (d: Buffer) => {
+      output += d.toString();
+      const match = /"workerId":"([^"]+)","msg":"analysis worker started"/.exec(output);
+      if (match?.[1]) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`worker exited with ${code}: ${output}`));
+    });
+  });
+  return { child, workerId, output: () => output, exited };
+}

@@ -1,0 +1,454 @@
+// Analysis benchmark: how fast stand-alone `flightlog worker` processes turn finished runs into
+// autopsies through the queue, next to a baseline measured in the same run, and how long a user
+// waits from finalising a run to reading its autopsy.
+//
+// On PostgreSQL (BENCH_DATABASE_URL; a fresh DATABASE_SCHEMA, dropped afterwards; the benchmark
+// stops loudly when PostgreSQL is unreachable) it starts the built server as a child process
+// with ANALYSIS_WORKER=off, creates an agent and stores BENCH_JOBS (300) finished runs of
+// BENCH_EVENTS (50) events each (model calls, with every fifth a tool call of one tool with one
+// input and every tenth a chain transaction, so that every part of the heuristic analysis
+// works), which queues one analysis job each. Then, BENCH_ROUNDS (3) times, interleaved:
+//
+//   baseline   the heuristic analyzer run in this process directly over the same stored runs,
+//              one after the other: read trace + events (the worker's own query), analyse, write
+//              the autopsy into the job row. No queue: no claim, no lease, no fencing.
+//   1 worker   every job reset to pending (runnable in a day), one `flightlog worker` process
+//              started and waited for, then every job released at once; jobs/s =
+//              jobs / (last finished_at - first started_at), from the database's clock.
+//   2 workers  the same with two worker processes sharing the queue.
+//
+// Each side prints the median over the rounds and its ratio to the baseline's median. Every job
+// must end done exactly once per measurement (attempts = 1); anything else is printed loudly.
+//
+// Delay: the server restarted with its in-process worker (ANALYSIS_WORKER=on,
+// ANALYSIS_GRACE_MS=0); BENCH_DELAY_SAMPLES (100) times, one after the other: a running trace of
+// BENCH_EVENTS events stored with POST /v1/traces/batch, then the time from sending POST
+// /v1/traces/:id/complete to GET /v1/traces/:id/analysis answering `done` (polled every 5 ms).
+// Median and p99 (target: median under 1 s). Measured twice: with the worker inside the server
+// (woken by the finalising request), and with the server's worker off and one stand-alone worker
+// process, which learns of new jobs only by polling (ANALYSIS_POLL_MS, default 500).
+//
+// It is a benchmark, not a test: nothing is asserted. Bounded: BENCH_TIMEOUT_SECONDS (300)
+// aborts the run; servers, workers and the schema are released on every exit path. Figures are
+// printed and written to bench/results/analysis-latest.json.
+//
+// Env: BENCH_JOBS (300), BENCH_EVENTS (50), BENCH_ROUNDS (3), BENCH_DELAY_SAMPLES (100),
+//      BENCH_TIMEOUT_SECONDS (300), BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test)
+
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import pg from 'pg';
+import { monotonicFactory } from 'ulidx';
+import {
+  createItemFactory,
+  createLifecycle,
+  envNumber,
+  percentiles,
+  reachable,
+  request,
+  spawnCli,
+  startFlightlogServer,
+} from './support.mjs';
+
+const ulid = monotonicFactory();
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const SERVER_DIST = join(ROOT, 'packages/server/dist');
+const CLI = join(SERVER_DIST, 'cli.js');
+const RESULTS_DIR = join(ROOT, 'bench/results');
+const RESULTS_FILE = join(RESULTS_DIR, 'analysis-latest.json');
+
+const CFG = {
+  jobs: Math.round(envNumber('BENCH_JOBS', 300, 10, 100_000)),
+  events: Math.round(envNumber('BENCH_EVENTS', 50, 1, 10_000)),
+  rounds: Math.round(envNumber('BENCH_ROUNDS', 3, 1, 20)),
+  delaySamples: Math.round(envNumber('BENCH_DELAY_SAMPLES', 100, 5, 10_000)),
+  timeoutSeconds: envNumber('BENCH_TIMEOUT_SECONDS', 300, 30, 3600),
+  databaseUrl: process.env.BENCH_DATABASE_URL?.trim() || 'postgres://postgres@127.0.0.1:5432/test',
+  targetDelayMs: 1_000,
+};
+
+const lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
+const median = (values) => percentiles(values).p50;
+
+// ---------------------------------------------------------------------------------------------
+// Runs: the ingest benchmark's traces, finished, with tool calls and chain transactions mixed in.
+
+const makeItem = createItemFactory({ ulid, eventsPerBatch: CFG.events });
+
+function finishedItem(agentId, status) {
+  const item = makeItem(agentId);
+  let lamports = 0n;
+  let chainTxs = 0;
+  for (const event of item.events) {
+    if (event.sequence % 10 === 9) {
+      chainTxs++;
+      lamports += 1_000_000n;
+      event.type = 'chain_tx';
+      event.payload = {
+        signature: randomBytes(32).toString('hex'),
+        lamports: '1000000',
+        network: 'devnet',
+        instruction: 'transfer',
+        feeLamports: '5000',
+        confirmation: event.sequence % 20 === 19 ? 'failed' : 'finalized',
+      };
+      if (event.payload.confirmation === 'failed') {
+        event.status = 'error';
+        event.errorMessage = 'Transaction simulation failed: blockhash not found';
+      }
+    } else if (event.sequence % 5 === 4) {
+      event.type = 'tool_call';
+      event.payload = {
+        name: 'dex.getPrice',
+        input: { pair: 'SOL/USDC' },
+        output: { price: '148.2' },
+      };
+    }
+  }
+  const last = item.events.at(-1);
+  Object.assign(item.trace, {
+    status,
+    endedAt: last ? last.endedAt : item.trace.startedAt,
+    durationMs: last ? Date.parse(last.endedAt) - Date.parse(item.trace.startedAt) : 0,
+    outputSummary: status === 'completed' ? 'Done.' : null,
+    errorMessage: status === 'errored' ? 'The run failed.' : null,
+    totalLamports: String(lamports),
+    chainTxCount: chainTxs,
+    toolsCalled: ['dex.getPrice'],
+  });
+  return item;
+}
+
+async function postJson(server, path, apiKey, body) {
+  const { status, text } = await request('POST', `${server.base}${path}`, {
+    headers: {
+      authorization: `Bearer ${apiKey}`,
+      'content-type': 'application/json',
+      ...(body === undefined ? {} : { 'content-encoding': 'gzip' }),
+    },
+    body: body === undefined ? undefined : gzipSync(JSON.stringify(body)),
+  });
+  if (status >= 300) throw new Error(`POST ${path} answered ${status}: ${text}`);
+  return text;
+}
+
+async function admin(server, method, path, body) {
+  const { status, text } = await request(method, `${server.base}${path}`, {
+    headers: { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  if (status >= 300) throw new Error(`${method} ${path} answered ${status}: ${text}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements.
+
+const RESET_JOBS = `
+UPDATE analysis_jobs
+SET state = 'pending', attempts = 0, run_after = now() + interval '1 day', locked_until = NULL,
+    started_at = NULL, finished_at = NULL, worker_id = NULL, autopsy = NULL, analyzer = NULL,
+    fallback_reason = NULL, last_error = NULL`;
+
+const JOB_SUMMARY = `
+SELECT count(*) FILTER (WHERE state = 'done')::int AS done,
+       count(*) FILTER (WHERE state = 'done' AND attempts = 1)::int AS "doneOnce",
+       count(*)::int AS total,
+       count(DISTINCT worker_id)::int AS workers,
+       EXTRACT(EPOCH FROM max(finished_at) - min(started_at))::float8 AS seconds
+FROM analysis_jobs`;
+
+async function measureWorkers(db, workerEnv, count) {
+  await db.query(RESET_JOBS);
+  const workers = [];
+  for (let i = 0; i < count; i++) {
+    const worker = spawnCli(lifecycle, {
+      cli: CLI,
+      cwd: ROOT,
+      args: ['worker'],
+      tag: `worker ${i + 1}`,
+      env: { ...workerEnv, LOG_LEVEL: 'info' },
+    });
+    await worker.waitFor(/"msg":"analysis worker started"/);
+    workers.push(worker);
+  }
+  const released = performance.now();
+  await db.query("UPDATE analysis_jobs SET run_after = now() WHERE state = 'pending'");
+  let summary;
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    summary = (await db.query(JOB_SUMMARY)).rows[0];
+    if (summary.done === summary.total) break;
+    if (Date.now() > deadline) break;
+    await sleep(20);
+  }
+  const wallSeconds = (performance.now() - released) / 1000;
+  await Promise.all(workers.map((w) => w.stop()));
+  const anomalies = [];
+  if (summary.done !== summary.total)
+    anomalies.push(`${summary.total - summary.done} of ${summary.total} jobs not done`);
+  if (summary.doneOnce !== summary.done)
+    anomalies.push(`${summary.done - summary.doneOnce} jobs took more than one attempt`);
+  if (summary.workers !== count) anomalies.push(`${summary.workers} of ${count} workers took part`);
+  for (const a of anomalies) console.error(`    !!! ${count} worker(s): ${a}`);
+  return {
+    jobsPerSec: summary.done / summary.seconds,
+    wallJobsPerSec: summary.done / wallSeconds,
+    done: summary.done,
+    anomalies,
+  };
+}
+
+async function measureBaseline(store, analyzer, jobs) {
+  const started = performance.now();
+  for (const job of jobs) {
+    const run = await store.analysis.loadRun(job.traceId, 20_000);
+    const result = analyzer.analyzeNow(run);
+    await store.sql.query(
+      `UPDATE analysis_jobs SET state = 'done', autopsy = $2, analyzer = $3, finished_at = now()
+       WHERE id = $1`,
+      [job.id, result.autopsy, result.analyzer],
+    );
+  }
+  return { jobsPerSec: jobs.length / ((performance.now() - started) / 1000), done: jobs.length };
+}
+
+async function measureDelay(server, apiKey, agentId, token, label) {
+  const delays = [];
+  let failures = 0;
+  for (let i = 0; i < CFG.delaySamples; i++) {
+    const item = finishedItem(agentId, 'running');
+    Object.assign(item.trace, { status: 'running', endedAt: null, durationMs: null });
+    await postJson(server, '/v1/traces/batch', apiKey, { batchId: ulid(), items: [item] });
+    const sent = performance.now();
+    await postJson(server, `/v1/traces/${item.trace.id}/complete`, apiKey, undefined);
+    for (;;) {
+      const { status, text } = await request(
+        'GET',
+        `${server.base}/v1/traces/${item.trace.id}/analysis`,
+        { headers: { authorization: `Bearer ${token}` } },
+      );
+      const body = status === 200 ? JSON.parse(text) : undefined;
+      if (body?.status === 'done') {
+        delays.push(performance.now() - sent);
+        break;
+      }
+      if (body?.status === 'failed' || performance.now() - sent > 30_000) {
+        failures++;
+        break;
+      }
+      await sleep(5);
+    }
+  }
+  if (failures > 0) console.error(`    !!! ${label}: ${failures} runs not analysed within 30 s`);
+  const stats = percentiles(delays);
+  console.log(
+    `  delay, ${label}: median ${stats.p50?.toFixed(1)} ms, p99 ${stats.p99?.toFixed(1)} ms (n=${delays.length})`,
+  );
+  return {
+    medianMs: stats.p50,
+    p99Ms: stats.p99,
+    maxMs: stats.max,
+    samples: delays.length,
+    failures,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function main() {
+  const { hostname, port } = new URL(CFG.databaseUrl);
+  if (!(await reachable(hostname, Number(port || 5432)))) {
+    console.error(`!!! PostgreSQL is unreachable at ${CFG.databaseUrl}: nothing measured.`);
+    process.exitCode = 1;
+    return;
+  }
+  // the server's own code, for the baseline and for identity tokens
+  const { openStore, mintDevToken } = await import(join(SERVER_DIST, 'index.js'));
+  const { HeuristicAnalyzer } = await import(join(SERVER_DIST, 'analysis/heuristic-analyzer.js'));
+
+  const schema = `bench_analysis_${randomBytes(4).toString('hex')}`;
+  const db = new pg.Client({
+    connectionString: CFG.databaseUrl,
+    options: `-c search_path=${schema}`,
+  });
+  await db.connect();
+  lifecycle.onCleanup(async () => {
+    await db.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await db.end();
+  });
+  const storeEnv = { DATABASE_URL: CFG.databaseUrl, DATABASE_SCHEMA: schema };
+
+  console.log(`Analysis benchmark on PostgreSQL, schema ${schema}`);
+  let server = await startFlightlogServer(lifecycle, {
+    cli: CLI,
+    cwd: ROOT,
+    env: { ...storeEnv, ANALYSIS_WORKER: 'off', ANALYSIS_GRACE_MS: '0' },
+  });
+  const agent = await admin(server, 'POST', '/admin/v1/agents', { name: 'bench' });
+  await admin(server, 'PUT', `/admin/v1/agents/${agent.agentId}/members/bench-user`, {
+    role: 'viewer',
+  });
+
+  console.log(`  storing ${CFG.jobs} finished runs of ${CFG.events} events ...`);
+  const seeded = Array.from({ length: CFG.jobs }, (_, i) =>
+    finishedItem(agent.agentId, i % 3 === 0 ? 'errored' : 'completed'),
+  );
+  for (let i = 0; i < seeded.length; i += 8)
+    await Promise.all(
+      seeded
+        .slice(i, i + 8)
+        .map((item) =>
+          postJson(server, '/v1/traces/batch', agent.apiKey, { batchId: ulid(), items: [item] }),
+        ),
+    );
+  const jobs = (await db.query('SELECT id, trace_id AS "traceId" FROM analysis_jobs ORDER BY id'))
+    .rows;
+  if (jobs.length !== CFG.jobs) throw new Error(`${jobs.length} jobs queued, not ${CFG.jobs}`);
+
+  const store = await openStore({
+    databaseUrl: CFG.databaseUrl,
+    databaseSchema: schema,
+    poolSize: 2,
+    migrate: false,
+  });
+  lifecycle.onCleanup(() => store.close());
+  const analyzer = new HeuristicAnalyzer();
+  // warm-up: the code paths, the database's caches and plans
+  await measureBaseline(store, analyzer, jobs.slice(0, 30));
+
+  const sides = { baseline: [], oneWorker: [], twoWorkers: [] };
+  for (let round = 1; round <= CFG.rounds; round++) {
+    const b = await measureBaseline(store, analyzer, jobs);
+    sides.baseline.push(b);
+    const one = await measureWorkers(db, storeEnv, 1);
+    sides.oneWorker.push(one);
+    const two = await measureWorkers(db, storeEnv, 2);
+    sides.twoWorkers.push(two);
+    console.log(
+      `  round ${round}: baseline ${b.jobsPerSec.toFixed(0)} jobs/s, 1 worker ${one.jobsPerSec.toFixed(0)}, 2 workers ${two.jobsPerSec.toFixed(0)}`,
+    );
+  }
+  await store.close();
+
+  const token = await mintDevToken(server.jwtSecret, 'bench-user');
+  const delay = {};
+  // the server's worker off, one stand-alone worker: it finds new jobs by polling
+  const poller = spawnCli(lifecycle, {
+    cli: CLI,
+    cwd: ROOT,
+    args: ['worker'],
+    tag: 'polling worker',
+    env: { ...storeEnv, LOG_LEVEL: 'info' },
+  });
+  await poller.waitFor(/"msg":"analysis worker started"/);
+  delay.standAloneWorker = await measureDelay(
+    server,
+    agent.apiKey,
+    agent.agentId,
+    token,
+    'stand-alone worker (polling every 500 ms)',
+  );
+  await poller.stop();
+  await server.stop();
+  // the default deployment: the worker inside the server, woken by the finalising request
+  server = await startFlightlogServer(lifecycle, {
+    cli: CLI,
+    cwd: ROOT,
+    env: { ...storeEnv, ANALYSIS_WORKER: 'on', ANALYSIS_GRACE_MS: '0' },
+  });
+  // a token of the new server's secret
+  const token2 = await mintDevToken(server.jwtSecret, 'bench-user');
+  delay.inProcessWorker = await measureDelay(
+    server,
+    agent.apiKey,
+    agent.agentId,
+    token2,
+    'worker inside the server',
+  );
+  await server.stop();
+
+  report(sides, delay);
+}
+
+function summarise(runs, baselineMedian) {
+  const values = runs.map((r) => r.jobsPerSec);
+  const m = median(values);
+  return {
+    medianJobsPerSec: m,
+    perRound: values,
+    ratio: m / baselineMedian,
+    wallJobsPerSec:
+      runs[0]?.wallJobsPerSec === undefined ? null : median(runs.map((r) => r.wallJobsPerSec)),
+    anomalies: runs.flatMap((r) => r.anomalies ?? []),
+  };
+}
+
+function report(sides, delay) {
+  const baselineMedian = median(sides.baseline.map((r) => r.jobsPerSec));
+  const results = {
+    baseline: summarise(sides.baseline, baselineMedian),
+    oneWorker: summarise(sides.oneWorker, baselineMedian),
+    twoWorkers: summarise(sides.twoWorkers, baselineMedian),
+  };
+  const rows = [
+    ['side', 'jobs/s (median)', 'per round', 'ratio to baseline'],
+    ...[
+      ['baseline (in-process, no queue)', results.baseline],
+      ['1 worker process', results.oneWorker],
+      ['2 worker processes', results.twoWorkers],
+    ].map(([name, r]) => [
+      name,
+      r.medianJobsPerSec.toFixed(0),
+      r.perRound.map((v) => v.toFixed(0)).join(' / '),
+      r.ratio.toFixed(2),
+    ]),
+  ];
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  console.log('');
+  console.log(
+    `Analysis throughput: ${CFG.jobs} runs of ${CFG.events} events, ${CFG.rounds} rounds (interleaved)`,
+  );
+  for (const row of rows)
+    console.log(`  ${row.map((cell, c) => cell.padEnd(widths[c])).join('  ')}`);
+  console.log('');
+  console.log(
+    `Delay from POST /complete to a readable autopsy (target median < ${CFG.targetDelayMs} ms):`,
+  );
+  for (const [name, d] of Object.entries(delay))
+    console.log(
+      `  ${name.padEnd(18)} median ${d.medianMs?.toFixed(1)} ms, p99 ${d.p99Ms?.toFixed(1)} ms` +
+        ` ${d.medianMs !== null && d.medianMs < CFG.targetDelayMs ? '(met)' : '(MISSED)'}`,
+    );
+
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const out = {
+    measuredAt: new Date().toISOString(),
+    machine: {
+      cpus: os.cpus().length,
+      cpuModel: os.cpus()[0]?.model,
+      memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+      node: process.version,
+    },
+    config: CFG,
+    throughput: results,
+    delay,
+  };
+  const tmp = `${RESULTS_FILE}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(out, null, 2)}\n`);
+  renameSync(tmp, RESULTS_FILE);
+  console.log(`\nWritten to ${RESULTS_FILE}`);
+}
+
+main()
+  .catch((error) => {
+    console.error(`\n!!! benchmark failed: ${error?.stack ?? error}`);
+    process.exitCode = 1;
+  })
+  .finally(() => lifecycle.runCleanups());

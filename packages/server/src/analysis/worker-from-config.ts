@@ -1,0 +1,42 @@
+import type { Config } from '../config.js';
+import type { Metrics } from '../observability/metrics.js';
+import type { Store } from '../store/open-store.js';
+import { AnalysisWorker, type WorkerLogger } from './analysis-worker.js';
+import type { Analyzer } from './analyzer.js';
+import { HeuristicAnalyzer } from './heuristic-analyzer.js';
+import { LlmAnalyzer } from './llm-analyzer.js';
+
+/** The heuristic analyzer, or the LLM one (falling back to it) when an endpoint is configured. */
+export function analyzerFromConfig(config: Config): Analyzer {
+  const heuristic = new HeuristicAnalyzer(config.serviceMasterKey);
+  if (config.analysisLlmBaseUrl === undefined || config.analysisLlmModel === undefined)
+    return heuristic;
+  return new LlmAnalyzer({
+    endpoint: {
+      baseUrl: config.analysisLlmBaseUrl,
+      model: config.analysisLlmModel,
+      apiKey: config.analysisLlmApiKey,
+      timeoutMs: config.analysisLlmTimeoutMs,
+    },
+    fallback: heuristic,
+    masterKey: config.serviceMasterKey,
+    sendDecrypted: config.analysisLlmSendDecrypted,
+  });
+}
+
+/** A worker (not started) on `store`'s queue with the configured analyzer and limits. */
+export function workerFromConfig(
+  config: Config,
+  store: Store,
+  deps: { logger: WorkerLogger; metrics: Metrics; analyzer?: Analyzer },
+): AnalysisWorker {
+  return new AnalysisWorker({
+    queue: store.analysis,
+    analyzer: deps.analyzer ?? analyzerFromConfig(config),
+    logger: deps.logger,
+    metrics: deps.metrics,
+    leaseMs: config.analysisLeaseMs,
+    maxAttempts: config.analysisMaxAttempts,
+    pollMs: config.analysisPollMs,
+  });
+}

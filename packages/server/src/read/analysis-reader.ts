@@ -1,0 +1,50 @@
+import type { TraceAnalysis } from '@flightlog/protocol';
+import type { Store } from '../store/open-store.js';
+
+export type AnalysisLookup =
+  | { kind: 'analysis'; analysis: TraceAnalysis }
+  /** No such trace, or the user has no role on its agent. */
+  | { kind: 'not-found' }
+  /** A trace the user may see that was never completed or errored, so never queued. */
+  | { kind: 'not-finished'; traceStatus: string };
+
+const iso = (value: Date | null) => (value === null ? null : value.toISOString());
+
+/** The analysis of a trace's latest finalisation, when the user has a role on its agent. */
+export async function readAnalysis(
+  store: Store,
+  userId: string,
+  traceId: string,
+): Promise<AnalysisLookup> {
+  const found = await store.analysis.latestForMember(userId, traceId);
+  if (found.kind === 'invisible') return { kind: 'not-found' };
+  if (found.kind === 'never-queued')
+    return { kind: 'not-finished', traceStatus: found.traceStatus };
+  const { job } = found;
+  // Running is still pending to a reader. A superseded job is never the latest (the job that
+  // superseded it is newer), so it is reported as what it is for a reader: not done.
+  const status =
+    job.state === 'done'
+      ? 'done'
+      : job.state === 'pending' || job.state === 'running'
+        ? 'pending'
+        : 'failed';
+  const ended = status !== 'pending';
+  return {
+    kind: 'analysis',
+    analysis: {
+      status,
+      autopsy: status === 'done' ? job.autopsy : null,
+      analyzer: status === 'done' ? job.analyzer : null,
+      createdAt: job.createdAt.toISOString(),
+      startedAt: iso(job.startedAt),
+      finishedAt: ended ? iso(job.finishedAt) : null,
+      durationMs: ended && job.durationMs !== null ? Math.max(0, job.durationMs) : null,
+      attempts: job.attempts,
+      ...(status !== 'done' && job.lastError !== null ? { error: job.lastError } : {}),
+      ...(status === 'done' && job.fallbackReason !== null
+        ? { fallbackReason: job.fallbackReason }
+        : {}),
+    },
+  };
+}

@@ -1,0 +1,250 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
+import { HeuristicAnalyzer } from '../../src/analysis/heuristic-analyzer.js';
+import { LlmAnalyzer, SYSTEM_PROMPT } from '../../src/analysis/llm-analyzer.js';
+import type { StoredRun } from '../../src/store/analysis-store.js';
+import { getAnalysis, startTestWorker } from '../harness/analysis.js';
+import { startChatStandIn, type ChatStandIn } from '../harness/chat-stand-in.js';
+import { describeEngines } from '../harness/engines.js';
+import { postBatch } from '../harness/http.js';
+import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
+import { waitFor } from '../harness/wait.js';
+import {
+  SECRETS,
+  SWAP_SIGNATURE,
+  encrypted,
+  erroredSwap,
+  newMasterKey,
+  runBody,
+  secretRun,
+  toolLoop,
+  type Run,
+} from '../fixtures/runs.js';
+
+const MODEL = 'stand-in-model';
+const API_KEY = 'sk-test-0123456789';
+const BUDGET = 24 * 1024;
+const FACTS_PREFIX = 'Facts of the run (JSON):\n\n';
+
+const stored = (run: Run): StoredRun => ({ ...run, omittedEvents: 0 });
+
+function analyzer(
+  standIn: ChatStandIn,
+  options: { timeoutMs?: number; masterKey?: Buffer; sendDecrypted?: boolean } = {},
+) {
+  return new LlmAnalyzer({
+    endpoint: {
+      baseUrl: standIn.baseUrl,
+      model: MODEL,
+      apiKey: API_KEY,
+      timeoutMs: options.timeoutMs ?? 5_000,
+    },
+    fallback: new HeuristicAnalyzer(options.masterKey),
+    masterKey: options.masterKey,
+    sendDecrypted: options.sendDecrypted ?? false,
+  });
+}
+
+const signal = () => new AbortController().signal;
+
+/** The facts the last request carried, parsed. */
+function sentFacts(standIn: ChatStandIn): any {
+  const user = standIn.requests.at(-1)!.body.messages[1].content as string;
+  expect(user.startsWith(FACTS_PREFIX)).toBe(true);
+  return JSON.parse(user.slice(FACTS_PREFIX.length));
+}
+
+describe('LLM analyzer against a chat-completions stand-in', () => {
+  let standIn: ChatStandIn;
+  beforeAll(async () => {
+    standIn = await startChatStandIn({
+      kind: 'answer',
+      content: '## Verdict: failed\nfrom the model',
+    });
+  });
+  afterEach(() =>
+    standIn.behave({ kind: 'answer', content: '## Verdict: failed\nfrom the model' }),
+  );
+  afterAll(() => standIn.close());
+
+  it('posts model, bearer key and the run facts to {base}/chat/completions, and stores the answer', async () => {
+    const run = erroredSwap();
+    const result = await analyzer(standIn).analyze(stored(run), signal());
+    expect(result).toEqual({
+      autopsy: '## Verdict: failed\nfrom the model',
+      analyzer: `llm:${MODEL}`,
+      fallbackReason: null,
+    });
+    const request = standIn.requests.at(-1)!;
+    expect(request).toMatchObject({
+      method: 'POST',
+      path: '/v1/chat/completions',
+      authorization: `Bearer ${API_KEY}`,
+      contentType: 'application/json',
+    });
+    expect(request.body.model).toBe(MODEL);
+    expect(request.body.messages.map((m: { role: string }) => m.role)).toEqual(['system', 'user']);
+    expect(request.body.messages[0].content).toBe(SYSTEM_PROMPT);
+    // the facts: what was asked and produced, the failure and its parents, spend, transactions
+    const facts = sentFacts(standIn);
+    expect(facts).toMatchObject({
+      traceId: run.trace.id,
+      status: 'errored',
+      inputSummary: run.trace.inputSummary,
+      outputSummary: run.trace.outputSummary,
+      errorMessage: run.trace.errorMessage,
+      firstFailure: {
+        step: { sequence: 5, label: 'chain_tx route', status: 'error' },
+        parents: [{ label: 'tool_call jupiter.quote' }, { label: 'llm_call gpt-4o-mini' }],
+      },
+      spend: {
+        tokens: { total: 1400 },
+        cost: { totalUsd: '0.00341', top: [{ sequence: 3, label: 'llm_call gpt-4o' }, {}] },
+        lamports: { total: '1002039280', inFailed: '1000000000' },
+      },
+    });
+    expect(facts.chainTxs[1]).toMatchObject({
+      confirmation: 'failed',
+      signature: SWAP_SIGNATURE,
+      errorMessage: 'Transaction simulation failed: slippage tolerance exceeded (0x1771)',
+    });
+    expect(facts.payments[0]).toMatchObject({ settled: true, amount: '0.001' });
+  });
+
+  it('keeps the facts within 24 KiB, cutting the largest fields first', async () => {
+    const run = toolLoop();
+    const huge = (c: string) => c.repeat(60_000);
+    run.trace.inputSummary = huge('i');
+    run.trace.errorMessage = huge('e');
+    // many failures with long messages
+    run.events = run.events.map((e) => ({ ...e, status: 'error', errorMessage: huge('x') }));
+    await analyzer(standIn).analyze(stored(run), signal());
+    const request = standIn.requests.at(-1)!;
+    const user = request.body.messages[1].content as string;
+    expect(Buffer.byteLength(user) - FACTS_PREFIX.length).toBeLessThanOrEqual(BUDGET);
+    expect(request.bytes).toBeLessThan(BUDGET + 4_096);
+    const facts = sentFacts(standIn);
+    // the small facts survive whole, the large ones are cut and say so
+    expect(facts.traceId).toBe(run.trace.id);
+    expect(facts.loops[0]).toMatchObject({ tool: 'dex.getPrice', sameInputCalls: 6 });
+    expect(facts.spend.cost.totalUsd).toBe('0.000234');
+    expect(facts.inputSummary).toMatch(/^i+…\[\d+ characters cut\]$/);
+    expect(facts.errorMessage).toMatch(/…\[\d+ characters cut\]$/);
+  });
+
+  it.each([
+    [{ kind: 'status', status: 500 } as const, 'the endpoint answered HTTP 500'],
+    [{ kind: 'status', status: 401 } as const, 'the endpoint answered HTTP 401'],
+    [{ kind: 'raw', body: 'not json at all' } as const, 'the answer is not JSON'],
+    [
+      { kind: 'raw', body: '{"choices":[]}' } as const,
+      'the answer has no choices[0].message.content text',
+    ],
+    [
+      { kind: 'raw', body: '{"choices":[{"message":{"content":"   "}}]}' } as const,
+      'the answer has no choices[0].message.content text',
+    ],
+  ])(
+    'falls back to the heuristic analyzer when the endpoint fails (%j)',
+    async (behaviour, why) => {
+      standIn.behave(behaviour);
+      const run = erroredSwap();
+      const result = await analyzer(standIn).analyze(stored(run), signal());
+      expect(result.analyzer).toBe('heuristic');
+      expect(result.fallbackReason).toBe(`llm:${MODEL} failed: ${why}`);
+      expect(result.autopsy).toBe(new HeuristicAnalyzer().analyzeNow(stored(run)).autopsy);
+      expect(result.fallbackReason).not.toContain(API_KEY);
+    },
+  );
+
+  it('falls back when the endpoint does not answer within the timeout', async () => {
+    standIn.behave({ kind: 'hang' });
+    const started = Date.now();
+    const result = await analyzer(standIn, { timeoutMs: 300 }).analyze(
+      stored(erroredSwap()),
+      signal(),
+    );
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(result).toMatchObject({
+      analyzer: 'heuristic',
+      fallbackReason: `llm:${MODEL} failed: no answer within ANALYSIS_LLM_TIMEOUT_MS (300 ms)`,
+    });
+  });
+
+  it('falls back when nothing listens at the address', async () => {
+    const closed = await startChatStandIn({ kind: 'hang' });
+    await closed.close();
+    const result = await analyzer(closed).analyze(stored(erroredSwap()), signal());
+    expect(result.fallbackReason).toBe(`llm:${MODEL} failed: the request failed (ECONNREFUSED)`);
+  });
+
+  it('does not send facts from decrypted payloads unless told to, and never their contents', async () => {
+    const key = newMasterKey();
+    const run = stored(encrypted(secretRun(), key));
+
+    const result = await analyzer(standIn, { masterKey: key }).analyze(run, signal());
+    expect(result.analyzer).toBe(`llm:${MODEL}`);
+    let facts = sentFacts(standIn);
+    expect(facts.encryption).toMatchObject({ encrypted: 5, decrypted: 0, unreadable: 5 });
+    expect(facts.loops).toEqual([]);
+    let sent = JSON.stringify(standIn.requests.at(-1)!.body);
+    expect(sent).not.toContain(SWAP_SIGNATURE);
+    for (const secret of SECRETS) expect(sent).not.toContain(secret);
+
+    await analyzer(standIn, { masterKey: key, sendDecrypted: true }).analyze(run, signal());
+    facts = sentFacts(standIn);
+    expect(facts.encryption).toMatchObject({ encrypted: 5, decrypted: 5, unreadable: 0 });
+    expect(facts.loops[0]).toMatchObject({ tool: 'vault.lookup', sameInputCalls: 3, input: null });
+    sent = JSON.stringify(standIn.requests.at(-1)!.body);
+    expect(sent).toContain(SWAP_SIGNATURE);
+    for (const secret of SECRETS) expect(sent).not.toContain(secret);
+  });
+});
+
+describeEngines('LLM analyzer through the worker and the analysis endpoint [%s]', (engine) => {
+  let server: TestServer;
+  let agent: TestAgent;
+  let token: string;
+  let standIn: ChatStandIn;
+  let worker: AnalysisWorker;
+  beforeAll(async () => {
+    server = await startTestServer(engine);
+    agent = await server.createAgent();
+    token = await server.userToken('lee', agent.agentId);
+    standIn = await startChatStandIn({ kind: 'answer', content: '## Verdict: failed\nmodel says' });
+    worker = startTestWorker(server.store, { analyzer: analyzer(standIn, { timeoutMs: 500 }) });
+  });
+  afterAll(async () => {
+    await worker.stop(5_000);
+    await standIn.close();
+    await server.close();
+  });
+
+  async function analysed(run: Run) {
+    expect((await postBatch(server.url, agent.apiKey, runBody(run))).status).toBe(202);
+    return waitFor(async () => {
+      const res = await getAnalysis(server.url, token, run.trace.id);
+      return res.body?.status === 'done' ? res.body : undefined;
+    }, 'the analysis');
+  }
+
+  it('serves the model-written autopsy, naming the analyzer', async () => {
+    const body = await analysed(erroredSwap());
+    expect(body).toMatchObject({
+      analyzer: `llm:${MODEL}`,
+      autopsy: '## Verdict: failed\nmodel says',
+    });
+    expect(body.fallbackReason).toBeUndefined();
+  });
+
+  it('serves the heuristic autopsy and why the model was not used when the endpoint fails', async () => {
+    standIn.behave({ kind: 'status', status: 503 });
+    const body = await analysed(erroredSwap());
+    expect(body).toMatchObject({
+      status: 'done',
+      analyzer: 'heuristic',
+      fallbackReason: `llm:${MODEL} failed: the endpoint answered HTTP 503`,
+    });
+    expect(body.autopsy).toMatch(/^## Verdict: failed/);
+  });
+});
