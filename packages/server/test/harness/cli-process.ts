@@ -45,34 +45,6 @@ export interface ServeProcess {
   exited: Promise<number | null>;
 }
 
-/** Starts `flightlog serve` on a free port and waits until it listens. */
-export async function startServeProcess(env: Record<string, string>): Promise<ServeProcess> {
-  const child = spawn(process.execPath, [CLI, 'serve'], {
-    env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not start: ${output}`)), 60_000);
-    const onData = (d: Buffer) => {
-      output += d.toString();
-      const match = /"url":"(http:\/\/[^"]+)"/.exec(output);
-      if (match?.[1]) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    };
-    child.stdout?.on('data', onData);
-    child.stderr?.on('data', onData);
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`serve exited with ${code}: ${output}`));
-    });
-  });
-  return { child, url, output: () => output, exited };
-}
-
 export interface WorkerProcess {
   child: ChildProcess;
   /** The id the worker claims jobs under (from its start-up log line). */
@@ -81,30 +53,65 @@ export interface WorkerProcess {
   exited: Promise<number | null>;
 }
 
-/** Starts `flightlog worker` and waits for its start-up log line. */
-export async function startWorkerProcess(env: Record<string, string>): Promise<WorkerProcess> {
-  const child = spawn(process.execPath, [CLI, 'worker'], {
+/**
+ * Starts `flightlog <command>` and waits for the first match of `ready` in its output (the
+ * first capture group is returned); fails if it exits or does not get there within a minute.
+ */
+async function startCliProcess(
+  command: string,
+  env: Record<string, string>,
+  ready: RegExp,
+): Promise<{
+  child: ChildProcess;
+  match: string;
+  output: () => string;
+  exited: Promise<number | null>;
+}> {
+  const child = spawn(process.execPath, [CLI, command], {
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-  const workerId = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`worker did not start: ${output}`)), 60_000);
+  const match = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`${command} did not start: ${output}`)),
+      60_000,
+    );
     const onData = (d: Buffer) => {
       output += d.toString();
-      const match = /"workerId":"([^"]+)","msg":"analysis worker started"/.exec(output);
-      if (match?.[1]) {
+      const found = ready.exec(output);
+      if (found?.[1]) {
         clearTimeout(timer);
-        resolve(match[1]);
+        resolve(found[1]);
       }
     };
     child.stdout?.on('data', onData);
     child.stderr?.on('data', onData);
     void exited.then((code) => {
       clearTimeout(timer);
-      reject(new Error(`worker exited with ${code}: ${output}`));
+      reject(new Error(`${command} exited with ${code}: ${output}`));
     });
   });
-  return { child, workerId, output: () => output, exited };
+  return { child, match, output: () => output, exited };
+}
+
+/** Starts `flightlog serve` on a free port and waits until it listens. */
+export async function startServeProcess(env: Record<string, string>): Promise<ServeProcess> {
+  const { match, ...started } = await startCliProcess(
+    'serve',
+    { PORT: '0', HOST: '127.0.0.1', ...env },
+    /"url":"(http:\/\/[^"]+)"/,
+  );
+  return { ...started, url: match };
+}
+
+/** Starts `flightlog worker` and waits for its start-up log line. */
+export async function startWorkerProcess(env: Record<string, string>): Promise<WorkerProcess> {
+  const { match, ...started } = await startCliProcess(
+    'worker',
+    env,
+    /"workerId":"([^"]+)","msg":"analysis worker started"/,
+  );
+  return { ...started, workerId: match };
 }
