@@ -1,0 +1,568 @@
+import {
+  isIsoDateTime,
+  type ChainTxPayload,
+  type CustomPayload,
+  type EventStatus,
+  type EventType,
+  type LlmCallPayload,
+  type McpCallPayload,
+  type ToolCallPayload,
+  type Trace,
+  type TraceStatus,
+  type X402PaymentPayload,
+} from '@flightlog/protocol';
+import type { ClientCounters } from './client-stats.js';
+import type { UlidFactory } from './ids.js';
+import type { WarningChannel } from './logger.js';
+import { isPayloadOf, payloadProblem } from './payload-checks.js';
+import { sealedBytes, type PayloadSealing } from './payload-sealing.js';
+import {
+  HOLDS_BIGINT,
+  NOT_AN_OBJECT,
+  TOO_DEEP,
+  snapshotPayload,
+  type PayloadSnapshot,
+} from './payload-size.js';
+import type { RecordedEvent, SnapshotSource } from './recorded-event.js';
+import type {
+  EndOptions,
+  EventFields,
+  FlightlogSession,
+  PayloadByType,
+  TimedOutcome,
+  TimedSpan,
+} from './session-types.js';
+import { errorText, storableText } from './storable-text.js';
+import { runTimed } from './timing.js';
+import { TraceAggregates } from './trace-aggregates.js';
+
+/** What a session needs from its client. */
+export interface SessionHost {
+  readonly ids: UlidFactory;
+  readonly warnings: WarningChannel;
+  readonly counters: ClientCounters;
+  readonly maxEventBytes: number;
+  readonly sealing: PayloadSealing;
+  accept(source: SnapshotSource, event: RecordedEvent): void;
+  touch(source: SnapshotSource): void;
+  requestFlush(): void;
+}
+
+/** The settled identity of a trace (options already checked by the client). */
+export interface TraceIdentity {
+  traceId: string;
+  agentId: string;
+  inputSummary: string;
+  tags: string[];
+  startedAtMs: number;
+}
+
+/** Instants the service can store: 0001-01-01 to 9999-12-31 UTC. */
+const MIN_MS = -62_135_596_800_000;
+const MAX_MS = 253_402_300_799_999;
+const TEXT_MAX = 65_536;
+const ID = /^[A-Za-z0-9._:~-]{1,128}$/;
+/** The protocol's lamports: a non-negative integer as decimal text (re-checked when read again). */
+const LAMPORTS = /^(?:0|[1-9][0-9]*)$/;
+/** Wire bytes of an event besides its payload, ids and texts: keys, dates, numbers. */
+const EVENT_OVERHEAD = 300;
+const WARN_INTERVAL_MS = 10_000;
+
+function toMs(value: unknown): number | undefined {
+  let ms: number;
+  if (value instanceof Date) ms = value.getTime();
+  else if (typeof value === 'string') {
+    if (!isIsoDateTime(value)) return undefined;
+    ms = Date.parse(value.toUpperCase());
+  } else return undefined;
+  return Number.isFinite(ms) && ms >= MIN_MS && ms <= MAX_MS ? ms : undefined;
+}
+
+interface ResolvedFields {
+  startedAtMs: number;
+  endedAtMs: number | null;
+  durationMs: number | null;
+  status: EventStatus;
+  errorMessage: string | null;
+  parentEventId: string | null;
+}
+
+/** Applies the defaults of {@link EventFields}; a string says what is wrong. */
+function resolveFields(fields: EventFields, now: number): ResolvedFields | string {
+  if (typeof fields !== 'object' || fields === null) return 'the second argument must be an object';
+  const { startedAt, endedAt, durationMs, status, errorMessage, parentEventId } = fields;
+  if (
+    durationMs !== undefined &&
+    !(typeof durationMs === 'number' && durationMs >= 0 && durationMs <= Number.MAX_SAFE_INTEGER)
+  )
+    return 'durationMs must be a non-negative number';
+  // undefined: not given, null: still in progress
+  let endMs: number | null | undefined;
+  if (endedAt === null) endMs = null;
+  else if (endedAt !== undefined) {
+    endMs = toMs(endedAt);
+    if (endMs === undefined)
+      return 'endedAt must be a valid Date or RFC 3339 date-time (years 1–9999)';
+  }
+  let startMs: number | undefined;
+  if (startedAt !== undefined) {
+    startMs = toMs(startedAt);
+    if (startMs === undefined)
+      return 'startedAt must be a valid Date or RFC 3339 date-time (years 1–9999)';
+  }
+  if (endMs === undefined)
+    endMs =
+      startMs !== undefined && durationMs !== undefined ? startMs + Math.round(durationMs) : now;
+  if (startMs === undefined) {
+    const reference = endMs ?? now;
+    startMs = durationMs !== undefined ? reference - Math.round(durationMs) : reference;
+  }
+  let duration: number | null = null;
+  if (endMs !== null) {
+    if (endMs < startMs) return 'endedAt is before startedAt';
+    duration = durationMs ?? endMs - startMs;
+  }
+  if (status !== undefined && status !== 'ok' && status !== 'error')
+    return 'status must be "ok" or "error"';
+  if (errorMessage !== undefined && errorMessage !== null && typeof errorMessage !== 'string')
+    return 'errorMessage must be a string or null';
+  const message = typeof errorMessage === 'string' ? storableText(errorMessage, TEXT_MAX) : null;
+  let parent: string | null = null;
+  if (parentEventId !== undefined && parentEventId !== null && parentEventId !== '') {
+    if (typeof parentEventId !== 'string' || !ID.test(parentEventId))
+      return 'parentEventId must be an event id';
+    parent = parentEventId;
+  }
+  return {
+    startedAtMs: startMs,
+    endedAtMs: endMs,
+    durationMs: duration,
+    status: status ?? (message === null ? 'ok' : 'error'),
+    errorMessage: message,
+    parentEventId: parent,
+  };
+}
+
+/**
+ * A recording session: one trace. It keeps the trace's snapshot and aggregates, checks and
+ * records events into its client's buffer, and never throws into the host.
+ */
+export class ActiveSession implements FlightlogSession, SnapshotSource {
+  readonly traceId: string;
+  private traceStatus: TraceStatus = 'running';
+  private sequence = 0;
+  private durationMs: number | null = null;
+  private outputSummary: string | null = null;
+  private errorMessage: string | null = null;
+  private readonly aggregates = new TraceAggregates();
+  private readonly fixedBytes: number;
+  private readonly startedAtText: string;
+  private endedAtText: string | null = null;
+
+  constructor(
+    private readonly host: SessionHost,
+    private readonly identity: TraceIdentity,
+  ) {
+    this.traceId = identity.traceId;
+    this.startedAtText = new Date(identity.startedAtMs).toISOString();
+    this.fixedBytes =
+      520 +
+      identity.traceId.length +
+      identity.agentId.length +
+      identity.inputSummary.length +
+      identity.tags.reduce((n, tag) => n + tag.length + 3, 0);
+    host.touch(this);
+  }
+
+  get status(): TraceStatus {
+    return this.traceStatus;
+  }
+
+  llmCall(payload: LlmCallPayload, fields?: EventFields): string {
+    return this.record('llm_call', payload, fields);
+  }
+
+  toolCall(payload: ToolCallPayload, fields?: EventFields): string {
+    return this.record('tool_call', payload, fields);
+  }
+
+  chainTx(payload: ChainTxPayload, fields?: EventFields): string {
+    return this.record('chain_tx', payload, fields);
+  }
+
+  x402Payment(payload: X402PaymentPayload, fields?: EventFields): string {
+    return this.record('x402_payment', payload, fields);
+  }
+
+  mcpCall(payload: McpCallPayload, fields?: EventFields): string {
+    return this.record('mcp_call', payload, fields);
+  }
+
+  custom(payload: CustomPayload, fields?: EventFields): string {
+    return this.record('custom', payload, fields);
+  }
+
+  record<K extends EventType>(type: K, payload: PayloadByType[K], fields?: EventFields): string {
+    try {
+      const now = Date.now();
+      const id = this.host.ids.next(now);
+      // The id is returned even when the event is refused (with a warning), so the host's code
+      // that nests later events under it runs the same either way.
+      this.add(type, payload, fields, id, this.sequence++, now);
+      return id;
+    } catch (error) {
+      this.internalError('record', error);
+      return '';
+    }
+  }
+
+  timed<K extends EventType, R>(
+    type: K,
+    run: (span: TimedSpan) => R,
+    describe: (outcome: TimedOutcome<R>) => PayloadByType[K],
+    fields?: Pick<EventFields, 'parentEventId'>,
+  ): R {
+    let span: TimedSpan;
+    let sequence: number;
+    let parentEventId: unknown = null;
+    try {
+      span = { eventId: this.host.ids.next(), traceId: this.traceId };
+      sequence = this.sequence++;
+      try {
+        parentEventId = fields?.parentEventId ?? null;
+      } catch (error) {
+        this.host.warnings.throttled(
+          'timed-fields',
+          WARN_INTERVAL_MS,
+          `timed: reading fields.parentEventId threw (${errorText(error, 200)}); the event is recorded without a parent`,
+          { traceId: this.traceId },
+        );
+      }
+    } catch (error) {
+      this.internalError('timed', error);
+      return run({ eventId: '', traceId: this.traceId });
+    }
+    return runTimed(
+      () => run(span),
+      (ok, valueOrError, timing) => {
+        try {
+          const outcome = (
+            ok
+              ? { ok: true, value: valueOrError as R, durationMs: timing.durationMs }
+              : { ok: false, error: valueOrError, durationMs: timing.durationMs }
+          ) as TimedOutcome<R>;
+          let payload: PayloadByType[K];
+          try {
+            payload = describe(outcome);
+          } catch (error) {
+            this.refuse(type, `describe() threw: ${errorText(error, 200)}`);
+            return;
+          }
+          const resolved: EventFields = {
+            startedAt: new Date(timing.startedAtMs),
+            endedAt: new Date(timing.endedAtMs),
+            durationMs: timing.durationMs,
+            status: ok ? 'ok' : 'error',
+            errorMessage: ok ? null : errorText(valueOrError, TEXT_MAX),
+            parentEventId: parentEventId as string | null,
+          };
+          this.add(type, payload, resolved, span.eventId, sequence);
+        } catch (error) {
+          this.internalError('timed', error);
+        }
+      },
+    );
+  }
+
+  end(options?: EndOptions): void {
+    try {
+      this.finish('completed', options, null);
+    } catch (error) {
+      this.internalError('end', error);
+    }
+  }
+
+  fail(error: unknown, options?: EndOptions): void {
+    try {
+      // errorText never throws: whatever was thrown (an Error, a string, an object whose message
+      // is not text, null, undefined) becomes a message, and the session ends as errored.
+      this.finish('errored', options, errorText(error, TEXT_MAX));
+    } catch (internal) {
+      this.internalError('fail', internal);
+    }
+  }
+
+  snapshot(): Trace {
+    const a = this.aggregates;
+    return {
+      id: this.identity.traceId,
+      agentId: this.identity.agentId,
+      status: this.traceStatus,
+      startedAt: this.startedAtText,
+      inputSummary: this.identity.inputSummary,
+      endedAt: this.endedAtText,
+      durationMs: this.durationMs,
+      outputSummary: this.outputSummary,
+      errorMessage: this.errorMessage,
+      tags: [...this.identity.tags],
+      eventCount: a.eventCount,
+      totalTokens: a.totalTokens,
+      totalCostUsd: a.totalCostUsd(),
+      totalLamports: a.totalLamports(),
+      chainTxCount: a.chainTxCount,
+      toolsCalled: a.toolsCalled(),
+      anchorSignature: null,
+      anchorSlot: null,
+      merkleProof: null,
+      traceHash: null,
+      shareToken: null,
+    };
+  }
+
+  snapshotBytes(): number {
+    return (
+      this.fixedBytes +
+      this.aggregates.toolsBytes +
+      (this.outputSummary?.length ?? 0) +
+      (this.errorMessage?.length ?? 0)
+    );
+  }
+
+  /**
+   * The hot path: check, copy the payload (so later changes to the host's object change nothing
+   * recorded), time, aggregate, hand to the buffer. False when refused. Everything read
+   * from the host's objects is read inside one guard, before any total changes: a getter or Proxy
+   * trap that throws refuses the event (counted in invalidEvents) and leaves the trace as it was.
+   */
+  private add(
+    type: EventType,
+    payload: unknown,
+    fields: EventFields | undefined,
+    id: string,
+    sequence: number,
+    now: number = Date.now(),
+  ): boolean {
+    if (this.traceStatus !== 'running') {
+      this.host.warnings.throttled(
+        `after-end:${this.traceId}`,
+        WARN_INTERVAL_MS,
+        'an event recorded after the session ended is ignored',
+        { traceId: this.traceId, type },
+      );
+      return false;
+    }
+    let event: RecordedEvent;
+    // What the totals take from the payload, read (and re-checked) before any of them changes.
+    let tokens = 0;
+    let cost = 0;
+    let lamports = '0';
+    let toolName = '';
+    try {
+      if (typeof payload !== 'object' || payload === null || !isPayloadOf(type, payload))
+        return this.refuse(
+          type,
+          `payload is not a valid ${type} payload: ${payloadProblem(type, payload)}`,
+        );
+      // Read now, not at flush time: what is sent is the payload as it is at this call, whatever
+      // the host does with its object afterwards (reuse it, change it, put a BigInt in it). The
+      // walk copies it into a JSON-ready tree (cheaper than serialising here; the text is made at
+      // flush time, from the copy) and refuses what JSON or the service cannot take.
+      let snapshot: PayloadSnapshot | number;
+      try {
+        snapshot = snapshotPayload(payload, this.host.maxEventBytes);
+      } catch (error) {
+        return this.refuse(type, `payload cannot be serialised: ${errorText(error, 200)}`);
+      }
+      if (snapshot === TOO_DEEP)
+        return this.refuse(type, 'payload nests deeper than 64 levels (or refers to itself)');
+      if (snapshot === HOLDS_BIGINT)
+        return this.refuse(type, 'payload holds a BigInt value (convert it to a string)');
+      if (snapshot === NOT_AN_OBJECT)
+        return this.refuse(type, 'payload does not serialise to a JSON object (check its toJSON)');
+      let body: object;
+      let plainBytes: number;
+      if (typeof snapshot === 'number') {
+        this.host.warnings.throttled(
+          'event-too-large',
+          WARN_INTERVAL_MS,
+          `a ${type} payload is larger than maxEventBytes (${this.host.maxEventBytes}); it is replaced by a truncation marker`,
+          { traceId: this.traceId, eventId: id },
+        );
+        body = {
+          truncated: true,
+          reason: `larger than maxEventBytes (${this.host.maxEventBytes})`,
+        };
+        plainBytes = 100;
+      } else {
+        body = snapshot.value;
+        plainBytes = snapshot.bytes;
+      }
+
+      const eventBytes =
+        EVENT_OVERHEAD + this.traceId.length + sealedBytes(plainBytes, this.host.sealing);
+      if (fields === undefined) {
+        // The common case, kept free of intermediate objects: an instant, ok, top level.
+        event = {
+          id,
+          traceId: this.traceId,
+          sequence,
+          type,
+          startedAtMs: now,
+          endedAtMs: now,
+          durationMs: 0,
+          status: 'ok',
+          errorMessage: null,
+          parentEventId: null,
+          payload: body,
+          bytes: eventBytes,
+        };
+      } else {
+        const resolved = resolveFields(fields, now);
+        if (typeof resolved === 'string') return this.refuse(type, resolved);
+        event = {
+          id,
+          traceId: this.traceId,
+          sequence,
+          type,
+          startedAtMs: resolved.startedAtMs,
+          endedAtMs: resolved.endedAtMs,
+          durationMs: resolved.durationMs,
+          status: resolved.status,
+          errorMessage: resolved.errorMessage,
+          parentEventId: resolved.parentEventId,
+          payload: body,
+          bytes: eventBytes + (resolved.errorMessage?.length ?? 0),
+        };
+      }
+
+      // Read a second time (the schema check read them first): a getter may answer differently,
+      // and a total of the wrong type would make every later snapshot of the trace unsendable.
+      switch (type) {
+        case 'llm_call': {
+          const p = payload as LlmCallPayload;
+          tokens = p.usage.totalTokens;
+          cost = p.costUsd;
+          if (typeof tokens !== 'number' || !(tokens >= 0) || typeof cost !== 'number')
+            return this.refuse(type, 'payload changed while it was read (usage or costUsd)');
+          break;
+        }
+        case 'chain_tx': {
+          // A decimal string of any size (summed exactly, with BigInt past 2^53), or a number
+          // while it is exact: a whole number from 0 to 2^53 − 1, counted by its decimal text.
+          const raw: unknown = (payload as ChainTxPayload).lamports;
+          if (typeof raw === 'number' && Number.isSafeInteger(raw) && raw >= 0)
+            lamports = String(raw);
+          else if (typeof raw === 'string' && raw.length <= 80 && LAMPORTS.test(raw))
+            lamports = raw;
+          else return this.refuse(type, 'payload changed while it was read (lamports)');
+          break;
+        }
+        case 'tool_call':
+          toolName = (payload as ToolCallPayload).name;
+          if (typeof toolName !== 'string')
+            return this.refuse(type, 'payload changed while it was read (name)');
+          break;
+        default:
+      }
+    } catch (error) {
+      return this.refuse(type, `reading the payload or its fields threw: ${errorText(error, 200)}`);
+    }
+
+    switch (type) {
+      case 'llm_call':
+        this.aggregates.addLlmCall(tokens, cost);
+        break;
+      case 'chain_tx':
+        if (this.aggregates.addChainTx(lamports))
+          this.host.warnings.warn(
+            `totalLamports of trace ${this.traceId} passed 80 digits, the most the service stores; it is kept at 10^80 − 1 from now on (the events are still sent)`,
+            { traceId: this.traceId },
+          );
+        break;
+      case 'tool_call':
+        this.aggregates.addToolCall(toolName);
+        break;
+      default:
+        this.aggregates.addOther();
+    }
+    this.host.accept(this, event);
+    return true;
+  }
+
+  private refuse(type: EventType, reason: string): false {
+    this.host.counters.invalidEvents += 1;
+    this.host.warnings.throttled(
+      `invalid:${type}:${reason.slice(0, 60)}`,
+      WARN_INTERVAL_MS,
+      `${type} event dropped: ${reason}`,
+      { traceId: this.traceId },
+    );
+    return false;
+  }
+
+  private finish(status: TraceStatus, options: unknown, error: string | null): void {
+    if (this.traceStatus !== 'running') {
+      this.host.warnings.throttled(
+        `ended-twice:${this.traceId}`,
+        WARN_INTERVAL_MS,
+        `the session already ended as ${this.traceStatus}; end()/fail() is ignored`,
+        { traceId: this.traceId },
+      );
+      return;
+    }
+    const endedAt = this.endOption(options, 'endedAt');
+    const given = endedAt === undefined ? undefined : toMs(endedAt);
+    if (endedAt !== undefined && given === undefined)
+      this.host.warnings.warn('end: endedAt is not a valid Date; using now', {
+        traceId: this.traceId,
+      });
+    const endedAtMs = Math.max(given ?? Date.now(), this.identity.startedAtMs);
+    const summary = this.endOption(options, 'outputSummary');
+    if (summary !== undefined && summary !== null && typeof summary !== 'string')
+      this.host.warnings.warn('end: outputSummary must be a string or null; it is left empty', {
+        traceId: this.traceId,
+      });
+    this.outputSummary = typeof summary === 'string' ? storableText(summary, TEXT_MAX) : null;
+    this.errorMessage = error;
+    this.endedAtText = new Date(endedAtMs).toISOString();
+    this.durationMs = endedAtMs - this.identity.startedAtMs;
+    this.traceStatus = status;
+    this.host.touch(this);
+    this.host.requestFlush();
+  }
+
+  /**
+   * One option of end()/fail(), read safely: the session must end even when the options are odd,
+   * so a non-object or a getter that throws is reported and counts as not given.
+   */
+  private endOption(options: unknown, key: keyof EndOptions): unknown {
+    if (options === undefined || options === null) return undefined;
+    if (typeof options !== 'object') {
+      this.host.warnings.throttled(
+        `end-options:${this.traceId}`,
+        WARN_INTERVAL_MS,
+        'end: options must be an object; they are ignored',
+        { traceId: this.traceId },
+      );
+      return undefined;
+    }
+    try {
+      return (options as Record<string, unknown>)[key];
+    } catch (error) {
+      this.host.warnings.warn(
+        `end: reading ${key} threw (${errorText(error, 200)}); it is left out`,
+        { traceId: this.traceId },
+      );
+      return undefined;
+    }
+  }
+
+  private internalError(where: string, error: unknown): void {
+    this.host.warnings.throttled(
+      `internal:${where}`,
+      WARN_INTERVAL_MS,
+      `internal error in session.${where}; the call was ignored`,
+      { error: errorText(error, 500) },
+    );
+  }
+}

@@ -1,0 +1,166 @@
+import { setImmediate as yieldToLoop } from 'node:timers/promises';
+import { performance } from 'node:perf_hooks';
+import { eventProblem, traceProblem } from './payload-checks.js';
+import { isEncrypted, sealPayload, type PayloadSealing } from './payload-sealing.js';
+import type { DrainedItem, RecordedEvent } from './recorded-event.js';
+
+/** One event as wire JSON: `head` is the event up to its payload (`{"id":…,`), `payload` its JSON. */
+export interface WireEvent {
+  id: string;
+  head: string;
+  payload: string;
+}
+
+/** One batch item as wire JSON fragments, ready to be joined into a body (and split on a 413). */
+export interface WireItem {
+  traceId: string;
+  trace: string;
+  events: WireEvent[];
+}
+
+/** Longest stretch of serialising/encrypting before yielding to the host's other work. */
+const SLICE_MS = 1;
+/**
+ * An empty object stands in for the payload when the envelope is checked (the payload's text is
+ * checked on its own) and serialised; the envelope's JSON then ends with this, cut off to splice
+ * the real payload in.
+ */
+const ANY_OBJECT = Object.freeze({});
+const PAYLOAD_TAIL = '"payload":{}}';
+
+/** Where the assembler reports what it had to leave out. */
+export interface AssemblyReport {
+  /** Called for an event (or a whole item) that cannot be sent, with why. */
+  dropped(count: number, reason: string, context: object): void;
+}
+
+let lastIsoMs = NaN;
+let lastIso = '';
+
+/**
+ * ISO text of an instant. Events recorded in a burst share their millisecond, and formatting a
+ * date costs about a microsecond on a small core: the last one is reused.
+ */
+function iso(ms: number): string {
+  if (ms !== lastIsoMs) {
+    lastIso = new Date(ms).toISOString();
+    lastIsoMs = ms;
+  }
+  return lastIso;
+}
+
+/**
+ * The JSON of a payload copy (plain objects, arrays, JSON primitives: see `snapshotPayload`), or
+ * why there is none. The copy was checked when recorded, so this does not fail; kept as a guard.
+ */
+function payloadJson(payload: object): { json: string } | { problem: string } {
+  let json: string | undefined;
+  try {
+    json = JSON.stringify(payload) as string | undefined;
+  } catch (error) {
+    return { problem: `payload cannot be serialised: ${(error as Error).message}` };
+  }
+  if (json === undefined || json.charCodeAt(0) !== 123 /* { */)
+    return { problem: 'payload does not serialise to a JSON object' };
+  return { json };
+}
+
+function wireEvent(
+  event: RecordedEvent,
+  sealing: PayloadSealing,
+): { event: WireEvent } | { problem: string } {
+  const envelope = {
+    id: event.id,
+    traceId: event.traceId,
+    sequence: event.sequence,
+    type: event.type,
+    startedAt: iso(event.startedAtMs),
+    status: event.status,
+    payloadEncrypted: isEncrypted(sealing),
+    parentEventId: event.parentEventId,
+    endedAt: event.endedAtMs === null ? null : iso(event.endedAtMs),
+    durationMs: event.durationMs,
+    errorMessage: event.errorMessage,
+    payload: ANY_OBJECT,
+  };
+  const problem = eventProblem(envelope);
+  if (problem !== null) return { problem: `event does not match the schema: ${problem}` };
+  const plain = payloadJson(event.payload);
+  if ('problem' in plain) return plain;
+  // `{…,"payload":{}}` → `{…,` ; batchJson appends `"payload":<json>}`
+  const head = JSON.stringify(envelope).slice(0, -PAYLOAD_TAIL.length);
+  return { event: { id: event.id, head, payload: sealPayload(plain.json, sealing) } };
+}
+
+/**
+ * Turns drained items into wire JSON: ISO dates, payloads serialised from the copies taken when
+ * they were recorded (and encrypted or withheld per `sealing`), each event and snapshot checked
+ * against the protocol schema. An event that fails is left out and reported, so it can never make
+ * the service refuse the whole batch. Work is sliced (at most ~1 ms at a time, then the event
+ * loop runs), so flushing a large buffer does not stall the host.
+ */
+export async function assembleItems(
+  items: DrainedItem[],
+  sealing: PayloadSealing,
+  report: AssemblyReport,
+): Promise<WireItem[]> {
+  const out: WireItem[] = [];
+  let sliceStart = performance.now();
+  for (const item of items) {
+    const problem = traceProblem(item.trace);
+    if (problem !== null) {
+      report.dropped(item.events.length, `trace snapshot does not match the schema: ${problem}`, {
+        traceId: item.trace.id,
+      });
+      continue;
+    }
+    const events: WireEvent[] = [];
+    for (const event of item.events) {
+      const made = wireEvent(event, sealing);
+      if ('event' in made) events.push(made.event);
+      else
+        report.dropped(1, made.problem, {
+          traceId: event.traceId,
+          eventId: event.id,
+          type: event.type,
+        });
+      if (performance.now() - sliceStart > SLICE_MS) {
+        await yieldToLoop();
+        sliceStart = performance.now();
+      }
+    }
+    out.push({ traceId: item.trace.id, trace: JSON.stringify(item.trace), events });
+  }
+  return out;
+}
+
+/** The verify fields that go with the client's batches until one carrying them is acknowledged. */
+export interface VerifyFields {
+  agentId: string;
+  verifyToken: string;
+}
+
+/** The request body: a TransportBatchPayload as JSON, joined from pre-serialised fragments. */
+export function batchJson(batchId: string, items: WireItem[], verify?: VerifyFields): string {
+  const parts: string[] = [];
+  for (const item of items) {
+    const events = item.events.map((e) => `${e.head}"payload":${e.payload}}`).join(',');
+    parts.push(`{"trace":${item.trace},"events":[${events}]}`);
+  }
+  const tail = verify
+    ? `,"agentId":${JSON.stringify(verify.agentId)},"verifyToken":${JSON.stringify(verify.verifyToken)}`
+    : '';
+  return `{"batchId":${JSON.stringify(batchId)},"items":[${parts.join(',')}]${tail}}`;
+}
+
+/** Wire bytes of an item, roughly (for the backlog account of split batches). */
+export function wireItemBytes(item: WireItem): number {
+  let bytes = item.trace.length + 30;
+  for (const event of item.events) bytes += event.head.length + event.payload.length + 12;
+  return bytes;
+}
+
+/** The payload that replaces one too large for the service. */
+export function truncatedPayloadJson(reason: string, originalBytes: number): string {
+  return JSON.stringify({ truncated: true, reason, originalBytes });
+}

@@ -1,0 +1,440 @@
+import { createConsoleLogger, type FlightlogLogger } from './logger.js';
+import { isStorableText } from './storable-text.js';
+
+/** Chain environments the spec allows for the `environment` setting. */
+export const ENVIRONMENTS = ['devnet', 'mainnet'] as const;
+/** A chain environment: `devnet` or `mainnet`. */
+export type Environment = (typeof ENVIRONMENTS)[number];
+
+/** Retry schedule of requests that may succeed later (network errors, timeouts, 408, 429, 5xx). */
+export interface RetrySettings {
+  /** Delay before the first retry, in ms, before jitter (1 to 600000; more is clamped). Default 250. */
+  initialDelayMs?: number;
+  /**
+   * Largest delay between two attempts, in ms (also caps `Retry-After`); 1 to 3600000, more is
+   * clamped. Default 30000.
+   */
+  maxDelayMs?: number;
+  /** Attempts per request, the first included, before the batch is given up (1 to 1000). Default 10. */
+  maxAttempts?: number;
+}
+
+/**
+ * Settings of a {@link FlightlogClient}. The first nine are the spec's; the rest bound what the
+ * client may cost its host. Wrong values never throw: each is reported through `logger.warn` and
+ * replaced by its default (or, for `apiKey` and `ingestUrl`, the client disables itself).
+ */
+export interface FlightlogSettings {
+  /**
+   * Agent API key (`flk_…`), sent as `Authorization: Bearer`. Required, no default: an empty
+   * string, or a key with a character other than visible ASCII (a pasted space, newline or
+   * zero-width character), disables the client with one warning.
+   */
+  apiKey: string;
+  /** Agent identifier put on every trace, and matched with `verifyToken`. Default `unknown`. */
+  agentId?: string;
+  /**
+   * One-time onboarding token, sent together with `agentId` with the first batch, and with the
+   * next ones until a batch carrying it is acknowledged (a batch lost on the way does not use it
+   * up). Ignored, with a warning, when `agentId` is not set. Default: none.
+   */
+  verifyToken?: string;
+  /** Address of the ingest service (a path prefix is kept). Default `http://localhost:8080`. */
+  ingestUrl?: string;
+  /**
+   * Chain environment, `devnet` or `mainnet`; travels as the tag `env:<environment>` on every
+   * trace. Any other value is reported and not sent. Default: none.
+   */
+  environment?: Environment | (string & Record<never, never>);
+  /** `false` makes every call a cheap no-op and sends nothing. Default `true`. */
+  enabled?: boolean;
+  /**
+   * Milliseconds between automatic flushes, 1 to 3600000 (one hour); a larger value, `Infinity`
+   * included, is clamped to one hour with a warning. Default 250.
+   */
+  flushIntervalMs?: number;
+  /**
+   * Buffer size in bytes (estimated JSON: payloads by their UTF-8 size, plus each trace's
+   * snapshot), 1024 to 67108864; a flush happens before it would be exceeded. Default 102400.
+   */
+  maxBufferBytes?: number;
+  /**
+   * Receives the client's warnings. A `warn` that throws, or an async one that rejects, is
+   * ignored. Default: `console.warn` with a `[flightlog]` prefix, at most 20 lines a minute.
+   */
+  logger?: FlightlogLogger;
+  /** Time allowed for one HTTP request, in ms (1 to 600000; more is clamped). Default 10000. */
+  requestTimeoutMs?: number;
+  /**
+   * Longest `flush()` and `close()` wait when called without a timeout, and longest the exit
+   * flush (`flushOnExit`) keeps the process up, in ms (0 to 3600000; more is clamped).
+   * Default 10000.
+   */
+  flushTimeoutMs?: number;
+  /**
+   * Bytes of flushed batches that may wait for the service (while it is slow or down). Past it the
+   * oldest waiting batch is dropped and counted in `stats().droppedEvents`. 0 to 1 GiB, never
+   * less than `maxBufferBytes`. Default 5242880 (5 MiB).
+   */
+  maxBacklogBytes?: number;
+  /**
+   * Largest payload of one event, in bytes of its JSON (1024 to 67108864). A larger payload is
+   * replaced by a `{truncated: true, …}` marker with a warning. Default 1048576 (1 MiB).
+   */
+  maxEventBytes?: number;
+  /** Retry schedule; see {@link RetrySettings}. */
+  retry?: RetrySettings;
+  /**
+   * Send what is still buffered when the process is about to exit on its own (Node's
+   * `beforeExit`), for programs that never call `close()`. While that delivery is pending (a
+   * request, retries after a 429 or 503), the process is kept up for at most `flushTimeoutMs`;
+   * then one warning says how many events were not delivered. Default `true`.
+   */
+  flushOnExit?: boolean;
+}
+
+/** Settings after defaults and validation. */
+export interface ResolvedSettings {
+  apiKey: string;
+  agentId: string;
+  /** True when `agentId` was given (the verify token needs it). */
+  agentIdSet: boolean;
+  verifyToken: string | undefined;
+  ingestUrl: string;
+  environment: Environment | undefined;
+  flushIntervalMs: number;
+  maxBufferBytes: number;
+  logger: FlightlogLogger;
+  requestTimeoutMs: number;
+  flushTimeoutMs: number;
+  maxBacklogBytes: number;
+  maxEventBytes: number;
+  retry: Required<RetrySettings>;
+  flushOnExit: boolean;
+}
+
+/** Defaults of the settings that have one (see {@link FlightlogSettings}). */
+export const DEFAULTS = {
+  agentId: 'unknown',
+  ingestUrl: 'http://localhost:8080',
+  flushIntervalMs: 250,
+  maxBufferBytes: 102_400,
+  requestTimeoutMs: 10_000,
+  flushTimeoutMs: 10_000,
+  maxBacklogBytes: 5 * 1024 * 1024,
+  maxEventBytes: 1024 * 1024,
+  retry: { initialDelayMs: 250, maxDelayMs: 30_000, maxAttempts: 10 },
+} as const;
+
+/** The checked settings, or why the client is disabled; with the warnings to report either way. */
+export type SettingsResolution =
+  | { kind: 'enabled'; settings: ResolvedSettings; warnings: string[] }
+  | { kind: 'disabled'; logger: FlightlogLogger; warnings: string[] };
+
+const KNOWN = new Set<string>([
+  'apiKey',
+  'agentId',
+  'verifyToken',
+  'ingestUrl',
+  'environment',
+  'enabled',
+  'flushIntervalMs',
+  'maxBufferBytes',
+  'logger',
+  'requestTimeoutMs',
+  'flushTimeoutMs',
+  'maxBacklogBytes',
+  'maxEventBytes',
+  'retry',
+  'flushOnExit',
+]);
+
+function isLogger(value: unknown): value is FlightlogLogger {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { warn?: unknown }).warn === 'function'
+  );
+}
+
+/**
+ * A numeric setting: `fallback` when absent; checked against [min, max] (and wholeness when
+ * `integer`). A wrong value is reported and replaced by `fallback`, except that a delay (`delay`)
+ * past its maximum, `Infinity` included, is reported and clamped to the maximum: whoever asks for
+ * a very long interval wants a long one, and a timer given more than 2^31 − 1 ms would fire
+ * after 1 ms instead, in a loop.
+ */
+function number(
+  warnings: string[],
+  name: string,
+  value: unknown,
+  fallback: number,
+  min: number,
+  max: number,
+  integer = true,
+  delay = false,
+): number {
+  if (value === undefined) return fallback;
+  if (delay && typeof value === 'number' && value > max) {
+    warnings.push(`${name} must be at most ${max}; got ${describe(value)}, using ${max}`);
+    return max;
+  }
+  const ok =
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    value >= min &&
+    value <= max &&
+    (!integer || Number.isInteger(value));
+  if (ok) return value;
+  warnings.push(
+    `${name} must be ${integer ? 'a whole number' : 'a number'} from ${min} to ${max}; got ${describe(value)}, using ${fallback}`,
+  );
+  return fallback;
+}
+
+function describe(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+  if (typeof value === 'object') return value === null ? 'null' : 'an object';
+  return String(value);
+}
+
+/** Resolves a URL against which `/v1/...` paths are appended; undefined when it is unusable. */
+function baseUrl(value: string): string | undefined {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return undefined;
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return undefined;
+  if (url.search || url.hash || url.username || url.password) return undefined;
+  return url.href.replace(/\/+$/, '');
+}
+
+/** Characters an API key may hold: visible ASCII, what an `Authorization` header carries as is. */
+const KEY_CHARACTER = /^[\x21-\x7e]$/;
+
+/**
+ * Why `apiKey` cannot go into an `Authorization: Bearer` header, or undefined when it can. Keys
+ * are visible ASCII; anything else (a zero-width space or a non-breaking space pasted with the
+ * key, a trailing newline, a letter outside ASCII) would make every request fail, so it is
+ * refused up front, naming the character.
+ */
+function apiKeyProblem(apiKey: string): string | undefined {
+  if (apiKey.length > 1024) return 'is longer than 1024 characters';
+  for (let i = 0; i < apiKey.length; i++) {
+    const character = apiKey.charAt(i);
+    if (!KEY_CHARACTER.test(character)) {
+      const code = apiKey.codePointAt(i) ?? 0;
+      const name = `U+${code.toString(16).toUpperCase().padStart(4, '0')}`;
+      return `holds a character HTTP headers cannot carry (${name} at position ${i + 1}; keys are visible ASCII, check for pasted spaces or invisible characters)`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Applies defaults and checks every setting. Never throws: `settings` may be anything a
+ * JavaScript caller passes. Returns the warnings to report (each once).
+ */
+export function resolveSettings(input: unknown): SettingsResolution {
+  const warnings: string[] = [];
+  const raw: Record<string, unknown> =
+    typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : {};
+  if (raw !== input) warnings.push('settings must be an object; the client is disabled');
+
+  let logger: FlightlogLogger;
+  if (raw.logger === undefined) logger = createConsoleLogger();
+  else if (isLogger(raw.logger)) logger = raw.logger;
+  else {
+    logger = createConsoleLogger();
+    warnings.push('logger must have a warn(message, context) method; using console.warn');
+  }
+  if (raw !== input) return { kind: 'disabled', logger, warnings };
+
+  for (const key of Object.keys(raw))
+    if (!KNOWN.has(key)) warnings.push(`unknown setting "${key}" is ignored`);
+
+  if (raw.enabled !== undefined && typeof raw.enabled !== 'boolean')
+    warnings.push(`enabled must be a boolean; got ${describe(raw.enabled)}, using true`);
+  if (raw.enabled === false) return { kind: 'disabled', logger, warnings };
+
+  const apiKey = raw.apiKey;
+  if (typeof apiKey !== 'string' || apiKey.trim() === '') {
+    warnings.push(
+      typeof apiKey === 'string'
+        ? 'apiKey is empty; the client is disabled and sends nothing'
+        : 'apiKey is missing; the client is disabled and sends nothing',
+    );
+    return { kind: 'disabled', logger, warnings };
+  }
+  const keyProblem = apiKeyProblem(apiKey);
+  if (keyProblem !== undefined) {
+    warnings.push(`apiKey ${keyProblem}; the client is disabled and sends nothing`);
+    return { kind: 'disabled', logger, warnings };
+  }
+
+  let ingestUrl: string = DEFAULTS.ingestUrl;
+  if (raw.ingestUrl !== undefined) {
+    const resolved = typeof raw.ingestUrl === 'string' ? baseUrl(raw.ingestUrl) : undefined;
+    if (resolved === undefined) {
+      warnings.push(
+        `ingestUrl must be an http(s) URL without query or credentials; got ${describe(raw.ingestUrl)}; the client is disabled`,
+      );
+      return { kind: 'disabled', logger, warnings };
+    }
+    ingestUrl = resolved;
+  }
+
+  let agentId: string = DEFAULTS.agentId;
+  let agentIdSet = false;
+  if (raw.agentId !== undefined) {
+    if (isStorableText(raw.agentId, 128)) {
+      agentId = raw.agentId;
+      agentIdSet = true;
+    } else
+      warnings.push(
+        `agentId must be 1 to 128 characters of text; got ${describe(raw.agentId)}, using "unknown"`,
+      );
+  }
+
+  let verifyToken: string | undefined;
+  if (raw.verifyToken !== undefined) {
+    if (typeof raw.verifyToken !== 'string' || raw.verifyToken === '')
+      warnings.push('verifyToken must be a non-empty string; it is ignored');
+    else if (raw.verifyToken.length > 1024)
+      warnings.push('verifyToken is longer than 1024 characters; it is ignored');
+    else if (!agentIdSet)
+      warnings.push('verifyToken is ignored because agentId is not set (the token needs it)');
+    else verifyToken = raw.verifyToken;
+  }
+
+  let environment: Environment | undefined;
+  if (raw.environment !== undefined) {
+    if ((ENVIRONMENTS as readonly unknown[]).includes(raw.environment))
+      environment = raw.environment as Environment;
+    else
+      warnings.push(
+        `environment must be "devnet" or "mainnet"; got ${describe(raw.environment)}, not sent`,
+      );
+  }
+
+  if (raw.flushOnExit !== undefined && typeof raw.flushOnExit !== 'boolean')
+    warnings.push(`flushOnExit must be a boolean; got ${describe(raw.flushOnExit)}, using true`);
+
+  const flushIntervalMs = number(
+    warnings,
+    'flushIntervalMs',
+    raw.flushIntervalMs,
+    DEFAULTS.flushIntervalMs,
+    1,
+    3_600_000,
+    false,
+    true,
+  );
+  const maxBufferBytes = number(
+    warnings,
+    'maxBufferBytes',
+    raw.maxBufferBytes,
+    DEFAULTS.maxBufferBytes,
+    1_024,
+    64 * 1024 * 1024,
+  );
+  const maxBacklogBytes = Math.max(
+    maxBufferBytes,
+    number(
+      warnings,
+      'maxBacklogBytes',
+      raw.maxBacklogBytes,
+      DEFAULTS.maxBacklogBytes,
+      0,
+      1024 * 1024 * 1024,
+    ),
+  );
+  const retryRaw: Record<string, unknown> =
+    typeof raw.retry === 'object' && raw.retry !== null
+      ? (raw.retry as Record<string, unknown>)
+      : {};
+  if (raw.retry !== undefined && retryRaw !== raw.retry)
+    warnings.push('retry must be an object; using the default schedule');
+  const initialDelayMs = number(
+    warnings,
+    'retry.initialDelayMs',
+    retryRaw.initialDelayMs,
+    DEFAULTS.retry.initialDelayMs,
+    1,
+    600_000,
+    true,
+    true,
+  );
+  const maxDelayMs = Math.max(
+    initialDelayMs,
+    number(
+      warnings,
+      'retry.maxDelayMs',
+      retryRaw.maxDelayMs,
+      DEFAULTS.retry.maxDelayMs,
+      1,
+      3_600_000,
+      true,
+      true,
+    ),
+  );
+  return {
+    kind: 'enabled',
+    warnings,
+    settings: {
+      apiKey,
+      agentId,
+      agentIdSet,
+      verifyToken,
+      ingestUrl,
+      environment,
+      flushIntervalMs,
+      maxBufferBytes,
+      logger,
+      requestTimeoutMs: number(
+        warnings,
+        'requestTimeoutMs',
+        raw.requestTimeoutMs,
+        DEFAULTS.requestTimeoutMs,
+        1,
+        600_000,
+        true,
+        true,
+      ),
+      flushTimeoutMs: number(
+        warnings,
+        'flushTimeoutMs',
+        raw.flushTimeoutMs,
+        DEFAULTS.flushTimeoutMs,
+        0,
+        3_600_000,
+        true,
+        true,
+      ),
+      maxBacklogBytes,
+      maxEventBytes: number(
+        warnings,
+        'maxEventBytes',
+        raw.maxEventBytes,
+        DEFAULTS.maxEventBytes,
+        1_024,
+        64 * 1024 * 1024,
+      ),
+      retry: {
+        initialDelayMs,
+        maxDelayMs,
+        maxAttempts: number(
+          warnings,
+          'retry.maxAttempts',
+          retryRaw.maxAttempts,
+          DEFAULTS.retry.maxAttempts,
+          1,
+          1_000,
+        ),
+      },
+      flushOnExit: raw.flushOnExit !== false,
+    },
+  };
+}

@@ -1,0 +1,65 @@
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+/** The built CLI of the server package (`npm test` builds first). */
+const CLI = fileURLToPath(new URL('../../../server/dist/cli.js', import.meta.url));
+
+function runDemo(timeoutMs: number) {
+  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, 'demo', '--once'], {
+      env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(
+        new Error(`flightlog demo did not exit within ${timeoutMs} ms:\n${stdout}\n${stderr}`),
+      );
+    }, timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('flightlog demo, end to end (a child process)', () => {
+  it('runs the example agent through four runs, tails them live, prints where to read them, and exits 0', async () => {
+    const { code, stdout, stderr } = await runDemo(150_000);
+    expect(stderr).toBe('');
+    expect(code, stdout).toBe(0);
+
+    const runs = [
+      ...stdout.matchAll(/^agent {2}((?:encrypted )?[\w-]+) run (\w+): trace (\w+)$/gm),
+    ].map((m) => ({ scenario: m[1], status: m[2], traceId: m[3] as string }));
+    expect(runs.map((r) => [r.scenario, r.status])).toEqual([
+      ['swap', 'completed'],
+      ['failed-tx', 'errored'],
+      ['tool-loop', 'errored'],
+      ['encrypted swap', 'completed'],
+    ]);
+    for (const run of runs) {
+      // the live tail saw each run reach its final status
+      expect(stdout).toMatch(new RegExp(`^live {3}${run.traceId.slice(-8)} ${run.status}`, 'm'));
+      expect(stdout).toContain(`/v1/traces/${run.traceId} -H 'Authorization: Bearer `);
+      expect(stdout).toContain(`/v1/traces/${run.traceId}/analysis`);
+    }
+    expect(stdout).toMatch(/error: Transaction simulation failed: insufficient funds/);
+    expect(stdout).toMatch(/error: Tool loop: dex\.getPrice called 6 times/);
+    expect(stdout).toMatch(
+      /completed "Swap 1 SOL for USDC" .*lamports=1000000000 \(payloads encrypted\)/,
+    );
+    expect(stdout).toContain('Agent verified by its first batch: yes');
+    expect(stdout).toContain('Done (--once).');
+    // the temporary data directory is gone
+    const dataDir = /data in (\S+)\)/.exec(stdout)?.[1];
+    expect(dataDir).toBeDefined();
+    expect(existsSync(dataDir as string)).toBe(false);
+  }, 160_000);
+});
