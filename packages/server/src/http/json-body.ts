@@ -1,4 +1,4 @@
-import { Readable } from 'node:stream';
+import { once } from 'node:events';
 import { createGunzip } from 'node:zlib';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -29,14 +29,48 @@ async function collect(
   return Buffer.concat(chunks, size);
 }
 
-/** Counts the compressed bytes flowing into the inflater, with the same cap. */
-async function* capped(source: AsyncIterable<Buffer>, limit: number): AsyncGenerator<Buffer> {
+/**
+ * Output chunk of the inflater: a typical batch (20 to 60 KB of JSON) inflates in one or two
+ * steps on the thread pool, instead of the four or more of zlib's 16 KiB default.
+ */
+const INFLATE_CHUNK_BYTES = 64 * 1024;
+
+/**
+ * Inflates a gzip stream as it arrives, straight into the inflater (no intermediate streams),
+ * refusing it as soon as either the compressed or the inflated bytes pass `limit`.
+ */
+async function inflate(source: AsyncIterable<Buffer>, limit: number): Promise<Buffer> {
+  const gunzip = createGunzip({ chunkSize: INFLATE_CHUNK_BYTES });
+  const chunks: Buffer[] = [];
   let size = 0;
-  for await (const chunk of source) {
-    size += chunk.length;
-    if (size > limit) throw tooLarge(limit, 'compressed');
-    yield chunk;
+  let refused: FlightlogError | undefined;
+  const inflated = new Promise<void>((resolve, reject) => {
+    gunzip.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) chunks.push(chunk);
+      else {
+        refused ??= tooLarge(limit, 'inflated');
+        gunzip.destroy(refused);
+      }
+    });
+    gunzip.once('end', resolve);
+    gunzip.once('error', reject);
+  });
+  inflated.catch(() => {}); // awaited below; a failure before then must not go unhandled
+  try {
+    let compressed = 0;
+    for await (const chunk of source) {
+      compressed += chunk.length;
+      if (compressed > limit) throw tooLarge(limit, 'compressed');
+      if (!gunzip.write(chunk)) await Promise.race([once(gunzip, 'drain'), inflated]);
+      if (refused) throw refused;
+    }
+    gunzip.end();
+    await inflated;
+  } finally {
+    gunzip.destroy();
   }
+  return Buffer.concat(chunks, size);
 }
 
 /**
@@ -60,18 +94,11 @@ export async function readBody(
     throw tooLarge(limits.maxBytes, 'request');
   if (encoding === 'identity') return collect(stream, limits.maxBytes, 'request');
 
-  const gunzip = createGunzip();
-  const compressed = Readable.from(capped(stream, limits.maxBytes));
-  compressed.on('error', (error) => gunzip.destroy(error));
-  compressed.pipe(gunzip);
   try {
-    return await collect(gunzip, limits.maxBytes, 'inflated');
+    return await inflate(stream, limits.maxBytes);
   } catch (error) {
     if (error instanceof FlightlogError) throw error;
     throw new FlightlogError('malformed-json', 'The body is not valid gzip.');
-  } finally {
-    compressed.destroy();
-    gunzip.destroy();
   }
 }
 

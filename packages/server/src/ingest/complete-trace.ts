@@ -1,5 +1,4 @@
 import type { CompleteTraceBody, FieldError, Trace } from '@flightlog/protocol';
-import { publishStored } from '../live/publish.js';
 import type { IngestContext } from './ingest-batch.js';
 
 export type CompleteOutcome =
@@ -25,8 +24,7 @@ export async function completeTrace(
   );
   if (outcome.kind === 'completed') {
     if (outcome.analysisQueued) context.onAnalysisQueued?.();
-    const { bus, timeoutMs, onError } = context.live;
-    await publishStored(bus, agentId, [{ trace: outcome.trace, events: [] }], timeoutMs, onError);
+    context.live.publish(agentId, [JSON.stringify({ trace: outcome.trace, events: [] })]);
   }
   if (outcome.kind === 'ends-before-start')
     return {

@@ -1,8 +1,8 @@
 import type { FieldError, TransportBatchPayload } from '@flightlog/protocol';
 import { hashSecret } from '../auth/secrets.js';
+import { itemDocument, toItemJson } from '../store/batch-json.js';
 import type { TraceStore, VerifyOutcome } from '../store/trace-store.js';
-import type { LiveBus } from '../live/live-bus.js';
-import { publishStored } from '../live/publish.js';
+import type { LivePublisher } from '../live/publish.js';
 import { exceedsDepth } from './payload-depth.js';
 
 /** Payloads may nest this deep; deeper ones are refused with a 400. */
@@ -11,16 +11,10 @@ export const MAX_PAYLOAD_DEPTH = 64;
 export interface IngestContext {
   traces: TraceStore;
   analysisGraceMs: number;
-  /** Where stored items are published for live streams (after the commit). */
-  live: LivePublishing;
+  /** Where stored items are published for live streams (after the commit, not awaited). */
+  live: Pick<LivePublisher, 'publish'>;
   /** Told after a commit that queued an analysis (wakes a worker in this process). */
   onAnalysisQueued?: () => void;
-}
-
-export interface LivePublishing {
-  bus: LiveBus;
-  timeoutMs: number;
-  onError: (error: unknown) => void;
 }
 
 export type IngestOutcome =
@@ -75,12 +69,15 @@ export async function ingestBatch(
     trace: { ...item.trace, agentId },
     events: item.events,
   }));
+  // serialised once, for the statement and the live stream alike
+  const json = items.map(toItemJson);
   const token = payload.verifyToken;
   const claimed = payload.agentId;
   const outcome = await context.traces.writeBatch({
     agentId,
     batchId: payload.batchId,
     items,
+    json,
     ...(token !== undefined && claimed !== undefined
       ? { verify: { tokenHash: hashSecret(token), claimedAgentId: claimed } }
       : {}),
@@ -89,8 +86,7 @@ export async function ingestBatch(
   if (outcome.kind === 'id-conflict') return outcome;
   if (outcome.kind === 'accepted') {
     if (outcome.analysisQueued) context.onAnalysisQueued?.();
-    const { bus, timeoutMs, onError } = context.live;
-    await publishStored(bus, agentId, items, timeoutMs, onError);
+    context.live.publish(agentId, json.map(itemDocument));
   }
 
   // A token without the agent id it belongs to cannot be matched, so it is ignored.

@@ -39,7 +39,10 @@ export interface LiveBus {
   readonly engine: 'memory' | 'redis';
   /**
    * Appends one batch (the JSON of its items, in order) to the agent's buffer as one entry;
-   * resolves with the ids of its items.
+   * resolves with the ids of its items. Batches are appended in the order of the calls: an
+   * engine starts its write before it returns (the in-process bus appends at once, the Redis
+   * bus queues its XADD on its one command connection), so callers need not wait for one
+   * publish before starting the next (see LivePublisher).
    */
   publish(agentId: string, data: string[]): Promise<string[]>;
   /**

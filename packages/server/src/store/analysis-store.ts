@@ -1,5 +1,5 @@
 import type { Event, Trace } from '@flightlog/protocol';
-import type { SqlClient, SqlExecutor } from './sql-client.js';
+import type { SqlClient } from './sql-client.js';
 import {
   EVENT_COLUMNS,
   TRACE_COLUMNS,
@@ -100,18 +100,34 @@ const NEXT_STATE = `
        WHEN j.attempts >= $MAX::int THEN 'failed'
        ELSE 'pending' END`;
 
-/** A re-finalisation replaces a job waiting for a retry, so it gets its full attempts. */
-const SUPERSEDE_WAITING_RETRY = `
-UPDATE analysis_jobs
-SET state = 'superseded', finished_at = now(), updated_at = now()
-WHERE trace_id = $1 AND state = 'pending' AND attempts > 0`;
-
-/** ... and refreshes a job not tried yet: one analysis, after the grace, of the latest state. */
-const ENQUEUE = `
-INSERT INTO analysis_jobs (trace_id, agent_id, run_after)
-VALUES ($1, $2, now() + make_interval(secs => $3::float8 / 1000))
-ON CONFLICT (trace_id) WHERE state = 'pending'
-DO UPDATE SET run_after = EXCLUDED.run_after, updated_at = now()`;
+/**
+ * Queues the analysis of the traces in the CTE `finished` (column `id`) that just reached
+ * completed or errored, as two more CTEs of the statement that finalised them (a batch, or the
+ * complete endpoint), runnable after `$<graceParam>` ms; `queued` returns the traces queued.
+ *
+ * A re-finalisation replaces a job waiting for a retry (`superseded`: the new job gets its full
+ * attempts), and refreshes a job not tried yet (one analysis, after the grace, of the latest
+ * state). `queued` reads `superseded` first, so the replaced job has left the one-pending index
+ * when the insert looks for a conflict there.
+ */
+export function enqueueAnalysisSql(agentParam: string, graceParam: string): string {
+  return `
+superseded AS (
+  UPDATE analysis_jobs
+  SET state = 'superseded', finished_at = now(), updated_at = now()
+  WHERE trace_id IN (SELECT id FROM finished) AND state = 'pending' AND attempts > 0
+  RETURNING id
+),
+queued AS (
+  INSERT INTO analysis_jobs (trace_id, agent_id, run_after)
+  SELECT f.id, ${agentParam}::text, now() + make_interval(secs => ${graceParam}::float8 / 1000)
+  FROM finished f
+  WHERE (SELECT count(*) FROM superseded) >= 0
+  ON CONFLICT (trace_id) WHERE state = 'pending'
+  DO UPDATE SET run_after = EXCLUDED.run_after, updated_at = now()
+  RETURNING trace_id
+)`;
+}
 
 const CLAIM = `
 WITH next AS (
@@ -201,20 +217,6 @@ async function retryOnUniqueViolation<T>(work: () => Promise<T>): Promise<T> {
       if ((error as { code?: unknown }).code !== UNIQUE_VIOLATION || attempt >= 3) throw error;
     }
   }
-}
-
-/**
- * Queues the analysis of a trace that just reached completed or errored, inside the
- * transaction that finalised it (batch or complete endpoint); runnable after `graceMs`.
- */
-export async function enqueueAnalysis(
-  tx: SqlExecutor,
-  traceId: string,
-  agentId: string,
-  graceMs: number,
-): Promise<void> {
-  await tx.query(SUPERSEDE_WAITING_RETRY, [traceId]);
-  await tx.query(ENQUEUE, [traceId, agentId, graceMs]);
 }
 
 /** The queue as workers and the read API use it. */

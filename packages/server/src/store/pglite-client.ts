@@ -1,6 +1,13 @@
 import { mkdirSync } from 'node:fs';
-import { PGlite, types, type Transaction } from '@electric-sql/pglite';
+import {
+  PGlite,
+  parse as pgliteResults,
+  protocol,
+  types,
+  type Transaction,
+} from '@electric-sql/pglite';
 import { lockDataDir } from './data-dir-lock.js';
+import { statementName } from './prepared-statements.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import { translateDriverError } from './store-unavailable.js';
 
@@ -15,17 +22,77 @@ const PARSERS = {
   [types.TIMESTAMPTZ]: (value: string) => new Date(`${value.replace(' ', 'T').slice(0, -3)}Z`),
 };
 
-function executor(target: PGlite | Transaction): SqlExecutor {
-  return {
-    async query<Row>(sql: string, params: readonly unknown[] = []): Promise<Row[]> {
-      try {
-        const result = await target.query<Row>(sql, params as unknown[]);
-        return result.rows;
-      } catch (error) {
-        return translateDriverError(error);
-      }
-    },
-  };
+const { serialize } = protocol;
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, part) => n + part.length, 0));
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.length;
+  }
+  return out;
+}
+
+/**
+ * Prepared statements on the embedded engine, as node-postgres has them on PostgreSQL (see
+ * prepared-statements.ts). PGlite's own `query` parses, plans and describes every statement
+ * anew, in five calls into the engine; a statement prepared here is parsed once, and each run
+ * is one call (bind, describe, execute, sync). Parameters are serialised and rows parsed by
+ * PGlite's own serializers and parsers, exactly as its `query` does.
+ */
+class PreparedStatements {
+  /** Parameter type OIDs of each statement prepared on this instance, by name. */
+  private readonly prepared = new Map<string, number[]>();
+
+  constructor(private readonly db: PGlite) {}
+
+  /**
+   * Runs `sql` as a prepared statement. The caller holds the engine exclusively (no other
+   * query or transaction of this client can interleave) and says whether a transaction of
+   * this client is open (the data directory is then synced at its commit, not now).
+   */
+  async run<Row>(
+    name: string,
+    sql: string,
+    params: readonly unknown[],
+    inTransaction: boolean,
+  ): Promise<Row[]> {
+    if (this.db.closed) throw new Error('PGlite is closed');
+    const syncToFs = !inTransaction;
+    let paramTypes = this.prepared.get(name);
+    if (paramTypes === undefined) {
+      const { messages } = await this.db.execProtocol(
+        concat([
+          serialize.parse({ name, text: sql }),
+          serialize.describe({ type: 'S', name }),
+          serialize.sync(),
+        ]),
+        { syncToFs: false },
+      );
+      const description = messages.find((m) => m.name === 'parameterDescription') as
+        { dataTypeIDs: number[] } | undefined;
+      paramTypes = description?.dataTypeIDs ?? [];
+      this.prepared.set(name, paramTypes);
+    }
+    const oids = paramTypes;
+    const values = params.map((value, i) => {
+      if (value === null || value === undefined) return null;
+      const serializer = this.db.serializers[oids[i] as number];
+      return serializer ? serializer(value) : String(value);
+    });
+    const { messages } = await this.db.execProtocol(
+      concat([
+        serialize.bind({ statement: name, values }),
+        serialize.describe({ type: 'P' }),
+        serialize.execute({}),
+        serialize.sync(),
+      ]),
+      { syncToFs },
+    );
+    const [result] = pgliteResults.parseResults(messages, this.db.parsers);
+    return (result?.rows ?? []) as Row[];
+  }
 }
 
 /**
@@ -46,23 +113,55 @@ export async function openPgliteClient(dataDir: string | undefined): Promise<Sql
     unlock();
     throw error;
   }
-  const direct = executor(db);
+  const engine = db;
+  const prepared = new PreparedStatements(engine);
+
+  // PGlite keeps one session. Its `query` and `transaction` take its transaction lock; a
+  // prepared statement runs through `execProtocol`, which takes only its query lock, so this
+  // client orders its own work: a transaction holds `turn` until it ends, and a statement
+  // outside a transaction waits for its turn (as PGlite's `query` would).
+  let turn: Promise<unknown> = Promise.resolve();
+  function inTurn<T>(work: () => Promise<T>): Promise<T> {
+    const run = turn.then(work, work);
+    turn = run.catch(() => {});
+    return run;
+  }
+
+  function executor(target: PGlite | Transaction, inTransaction: boolean): SqlExecutor {
+    return {
+      async query<Row>(sql: string, params: readonly unknown[] = []): Promise<Row[]> {
+        try {
+          const name = statementName(sql);
+          if (name === undefined) return (await target.query<Row>(sql, params as unknown[])).rows;
+          return await engine.runExclusive(() =>
+            prepared.run<Row>(name, sql, params, inTransaction),
+          );
+        } catch (error) {
+          return translateDriverError(error);
+        }
+      },
+    };
+  }
+
+  const direct = executor(engine, false);
   let closing: Promise<void> | undefined;
   return {
     engine: 'pglite',
-    query: direct.query,
-    async transaction(work) {
-      try {
-        return await db.transaction((tx) => work(executor(tx)));
-      } catch (error) {
-        return translateDriverError(error);
-      }
+    query: (sql, params) => inTurn(() => direct.query(sql, params)),
+    transaction(work) {
+      return inTurn(async () => {
+        try {
+          return await engine.transaction((tx) => work(executor(tx, true)));
+        } catch (error) {
+          return translateDriverError(error);
+        }
+      });
     },
     async ping() {
-      await direct.query('SELECT 1');
+      await inTurn(() => direct.query('SELECT 1'));
     },
     close() {
-      closing ??= (db.closed ? Promise.resolve() : db.close()).finally(unlock);
+      closing ??= (engine.closed ? Promise.resolve() : engine.close()).finally(unlock);
       return closing;
     },
   };

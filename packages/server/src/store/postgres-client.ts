@@ -1,6 +1,6 @@
-import { createHash } from 'node:crypto';
 import pg from 'pg';
 import { FlightlogError } from '../errors/flightlog-error.js';
+import { statementName } from './prepared-statements.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import { isUnreachable, translateDriverError } from './store-unavailable.js';
 
@@ -23,30 +23,12 @@ const typeParsers = {
   },
 } as pg.CustomTypesConfig;
 
-/** Deadlocks and serialization failures are retried: the transaction is safe to run again. */
+/** Deadlocks and serialization failures are retried: see `retrying`. */
 const RETRYABLE = new Set(['40P01', '40001']);
 const MAX_ATTEMPTS = 3;
 
 function quoteIdent(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
-}
-
-/**
- * Our statements are constant strings, so each is prepared once per connection under a name
- * derived from its text: PostgreSQL parses and plans it once instead of on every request.
- * Utility statements (DDL, BEGIN) and an unexpected flood of distinct texts stay unnamed.
- */
-const PREPARABLE = /^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b/i;
-const MAX_PREPARED = 500;
-const statementNames = new Map<string, string>();
-
-function statementName(sql: string): string | undefined {
-  let name = statementNames.get(sql);
-  if (name === undefined && PREPARABLE.test(sql) && statementNames.size < MAX_PREPARED) {
-    name = `fl_${createHash('sha1').update(sql).digest('hex').slice(0, 20)}`;
-    statementNames.set(sql, name);
-  }
-  return name;
 }
 
 function executor(target: pg.Pool | pg.PoolClient): SqlExecutor {
@@ -132,25 +114,32 @@ export async function openPostgresClient(options: PostgresOptions): Promise<SqlC
     }
   }
 
+  /**
+   * Runs a statement, or a transaction, again when PostgreSQL aborted it for a deadlock or a
+   * serialization failure: nothing of it was kept, so running it again is safe.
+   */
+  async function retrying<T>(run: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await run();
+      } catch (error) {
+        const code = (error as { code?: unknown }).code;
+        if (typeof code !== 'string' || !RETRYABLE.has(code)) throw error;
+        if (attempt < MAX_ATTEMPTS) continue;
+        // Still contended after the last attempt: the client's retry (same batchId) is safe.
+        throw new FlightlogError('store-unavailable', 'The trace store is busy; retry later.', {
+          retryAfterSeconds: 1,
+          cause: error,
+        });
+      }
+    }
+  }
+
   return {
     engine: 'postgres',
-    query: direct.query,
-    async transaction(work) {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          return await runOnce(work);
-        } catch (error) {
-          const code = (error as { code?: unknown }).code;
-          if (typeof code !== 'string' || !RETRYABLE.has(code)) throw error;
-          if (attempt < MAX_ATTEMPTS) continue;
-          // Still contended after the last attempt: the client's retry (same batchId) is safe.
-          throw new FlightlogError('store-unavailable', 'The trace store is busy; retry later.', {
-            retryAfterSeconds: 1,
-            cause: error,
-          });
-        }
-      }
-    },
+    // One statement outside a transaction is atomic on its own (the batch statement is one).
+    query: (sql, params) => retrying(() => direct.query(sql, params)),
+    transaction: (work) => retrying(() => runOnce(work)),
     async ping() {
       await direct.query('SELECT 1');
     },

@@ -1,4 +1,5 @@
 import { FlightlogError } from '../errors/flightlog-error.js';
+import { IdConflictError, idConflictOf } from './id-conflict.js';
 
 const CONNECTION_ERROR_CODES = new Set([
   'ECONNREFUSED',
@@ -40,8 +41,11 @@ export function storeUnavailable(cause: unknown): FlightlogError {
 
 /** Rethrows driver errors that mean "unreachable" as the coded store-unavailable error. */
 export function translateDriverError(error: unknown): never {
-  if (error instanceof FlightlogError) throw error;
+  if (error instanceof FlightlogError || error instanceof IdConflictError) throw error;
   if (isUnreachable(error)) throw storeUnavailable(error);
+  // An ingest statement refusing a batch on purpose (see id-conflict.ts), not a bad value.
+  const conflict = idConflictOf(error);
+  if (conflict) throw conflict;
   // SQLSTATE 22: a value the database cannot hold. The schemas are meant to refuse these first;
   // this keeps any they miss a client error rather than a 500.
   const code = (error as { code?: unknown }).code;

@@ -6,7 +6,9 @@ import type {
   TraceStatus,
 } from '@flightlog/protocol';
 import { ANALYSED_STATUSES, isIsoDateTime } from '@flightlog/protocol';
-import { enqueueAnalysis } from './analysis-store.js';
+import { enqueueAnalysisSql } from './analysis-store.js';
+import { toItemJson, type ItemJson } from './batch-json.js';
+import { ID_CONFLICT_PREFIX, IdConflictError } from './id-conflict.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import {
   EVENT_COLUMNS,
@@ -24,6 +26,8 @@ export interface BatchWrite {
   agentId: string;
   batchId: string;
   items: BufferBatchItem[];
+  /** The items serialised (toItemJson), when the caller has them already; made here if not. */
+  json?: readonly ItemJson[];
   /** Present when the body carried a verify token (hash) and the agent id it claims. */
   verify?: { tokenHash: string; claimedAgentId: string | undefined };
   analysisGraceMs: number;
@@ -50,40 +54,77 @@ export interface TracePage {
   nextCursor: string | null;
 }
 
-/** Thrown inside a transaction to roll it back; never escapes this module. */
-class IdConflict extends Error {
-  constructor(readonly pointer: string) {
-    super('id conflict');
-  }
-}
-
-const isAnalysed = (status: string) => (ANALYSED_STATUSES as readonly string[]).includes(status);
+const ANALYSED = ANALYSED_STATUSES.map((status) => `'${status}'`).join(', ');
 
 /**
- * One item of a batch in one statement: claim the batch id (first item only, $1 true), upsert
- * the trace snapshot, store the item's events. With the claim, nothing is written for a batch
- * id seen before. Runs inside the batch's transaction, which the caller rolls back when the
- * result shows an id of another agent.
+ * A batch (or, see writeBatch, one round of it) in one statement, so in one round trip and
+ * atomic without BEGIN/COMMIT:
+ *
+ * 1. `claim` records the batch id ($6 true): for a batch id seen before, nothing else happens
+ *    and `claimed` is false. A concurrent copy of the batch waits here for the first one.
+ * 2. `written` upserts the trace snapshots in the order given ($7 is sorted by trace id, so
+ *    two batches lock shared traces in the same order). A snapshot older than the stored one
+ *    (fewer events, or running after the run ended) is skipped. A trace of another agent is
+ *    "updated" too, only so that RETURNING reports its owner even when it was created after
+ *    this statement's snapshot: the statement then fails (step 5), which undoes that update.
+ * 3. `stored` upserts the events (after the traces: it reads `written`); a re-sent event of the
+ *    same trace and agent is updated in place, an id used elsewhere is not returned.
+ * 4. `finished`/`superseded`/`queued` queue the analysis of each trace this batch moved to a
+ *    finished status (see enqueueAnalysisSql).
+ * 5. The final SELECT casts 'flightlog-id-conflict:<pointer>' to an integer when a trace or an
+ *    event id belongs to someone else (first by trace order, trace before its events): the
+ *    error aborts the statement, so nothing at all is written (see id-conflict.ts). The cast
+ *    depends on a row of `conflict`, so the planner cannot fold it into an error up front.
+ *
+ * Traces and events (all but their payloads) travel as JSON arrays ($7, $9: every text field
+ * of theirs is storable text, see the protocol's STORABLE_TEXT), each with the index of its
+ * item in the batch ($8, $11); payloads as one JSON array ($10) that only json_array_elements
+ * reads, which keeps each payload's text as sent, with escapes (\u0000, lone surrogates)
+ * PostgreSQL's other JSON functions would refuse. See batch-json.ts.
  */
-const WRITE_ITEM = `
+const WRITE_BATCH = `
 WITH claim AS (
   INSERT INTO accepted_batches (agent_id, batch_id, trace_id, item_count, event_count)
-  SELECT $2::text, $3::text, $4::text, $5::int, $6::int
-  WHERE $1::boolean
+  SELECT $1::text, $2::text, $3::text, $4::int, $5::int
+  WHERE $6::boolean
   ON CONFLICT (agent_id, batch_id) DO NOTHING
   RETURNING batch_id
 ),
-go AS (SELECT NOT $1::boolean OR EXISTS (SELECT 1 FROM claim) AS ok),
+go AS (SELECT NOT $6::boolean OR EXISTS (SELECT 1 FROM claim) AS ok),
+incoming AS (
+  SELECT t.*, t.unnest AS item, t.ordinality AS pos
+  FROM ROWS FROM (
+    json_to_recordset($7::json) AS (
+      id text, status text, "startedAt" timestamptz, "endedAt" timestamptz, "durationMs" float8,
+      "inputSummary" text, "outputSummary" text, "errorMessage" text, tags text[],
+      "eventCount" bigint, "totalTokens" bigint, "totalCostUsd" numeric, "totalLamports" numeric,
+      "chainTxCount" bigint, "toolsCalled" text[], "anchorSignature" text, "anchorSlot" numeric,
+      "merkleProof" text, "traceHash" text, "shareToken" text),
+    unnest($8::int[])) WITH ORDINALITY AS t
+),
+incoming_events AS (
+  SELECT e.*, e.value AS payload, e.unnest AS item
+  FROM ROWS FROM (
+    json_to_recordset($9::json) AS (
+      id text, "traceId" text, sequence bigint, type text, "startedAt" timestamptz,
+      "endedAt" timestamptz, "durationMs" float8, status text, "payloadEncrypted" boolean,
+      "parentEventId" text, "errorMessage" text),
+    json_array_elements($10::json),
+    unnest($11::int[])) WITH ORDINALITY AS e
+),
 written AS (
   INSERT INTO traces (
     id, agent_id, status, started_at, ended_at, duration_ms, input_summary, output_summary,
     error_message, tags, event_count, total_tokens, total_cost_usd, total_lamports,
     chain_tx_count, tools_called, anchor_signature, anchor_slot, merkle_proof, trace_hash,
     share_token)
-  SELECT $7::text, $2::text, $8::text, $9::timestamptz, $10::timestamptz, $11::float8, $12::text,
-         $13::text, $14::text, $15::text[], $16::bigint, $17::bigint, $18::numeric, $19::numeric,
-         $20::bigint, $21::text[], $22::text, $23::numeric, $24::text, $25::text, $26::text
+  SELECT t.id, $1::text, t.status, t."startedAt", t."endedAt", t."durationMs", t."inputSummary",
+         t."outputSummary", t."errorMessage", t.tags, t."eventCount", t."totalTokens",
+         t."totalCostUsd", t."totalLamports", t."chainTxCount", t."toolsCalled",
+         t."anchorSignature", t."anchorSlot", t."merkleProof", t."traceHash", t."shareToken"
+  FROM incoming t
   WHERE (SELECT ok FROM go)
+  ORDER BY t.pos
   ON CONFLICT (id) DO UPDATE SET
     status = EXCLUDED.status, started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,
     duration_ms = EXCLUDED.duration_ms, input_summary = EXCLUDED.input_summary,
@@ -97,26 +138,24 @@ written AS (
     -- set from the dashboard: a client snapshot (always null) must not unshare the trace
     share_token = COALESCE(EXCLUDED.share_token, traces.share_token),
     updated_at = now()
-  -- never another agent's trace; never an older snapshot (fewer events, or running again
-  -- after the run ended)
-  WHERE traces.agent_id = EXCLUDED.agent_id
-    AND EXCLUDED.event_count >= traces.event_count
-    AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running')
+  -- another agent's trace: reported below, and the statement fails; never an older snapshot
+  -- (fewer events, or running again after the run ended)
+  WHERE traces.agent_id <> EXCLUDED.agent_id
+     OR (EXCLUDED.event_count >= traces.event_count
+         AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running'))
   -- the subquery reads the statement's snapshot: the row before this write (null when new)
-  RETURNING (SELECT t0.status FROM traces t0 WHERE t0.id = traces.id) AS previous_status
+  RETURNING traces.id, traces.agent_id, traces.status,
+            (SELECT t0.status FROM traces t0 WHERE t0.id = traces.id) AS previous_status
 ),
 stored AS (
   INSERT INTO events (
     id, trace_id, agent_id, sequence, type, started_at, ended_at, duration_ms, status, payload,
     payload_encrypted, parent_event_id, error_message)
-  SELECT e.id, e.trace_id, $2::text, e.sequence, e.type, e.started_at, e.ended_at, e.duration_ms,
-         e.status, e.payload, e.payload_encrypted, e.parent_event_id, e.error_message
-  FROM unnest($27::text[], $28::text[], $29::bigint[], $30::text[], $31::timestamptz[],
-              $32::timestamptz[], $33::float8[], $34::text[], $35::json[], $36::boolean[],
-              $37::text[], $38::text[])
-    AS e(id, trace_id, sequence, type, started_at, ended_at, duration_ms, status, payload,
-         payload_encrypted, parent_event_id, error_message)
-  WHERE (SELECT ok FROM go)
+  SELECT e.id, e."traceId", $1::text, e.sequence, e.type, e."startedAt", e."endedAt",
+         e."durationMs", e.status, e.payload, e."payloadEncrypted", e."parentEventId",
+         e."errorMessage"
+  FROM incoming_events e
+  WHERE (SELECT ok FROM go) AND (SELECT count(*) FROM written) >= 0
   ON CONFLICT (id) DO UPDATE SET
     sequence = EXCLUDED.sequence, type = EXCLUDED.type, started_at = EXCLUDED.started_at,
     ended_at = EXCLUDED.ended_at, duration_ms = EXCLUDED.duration_ms, status = EXCLUDED.status,
@@ -125,17 +164,75 @@ stored AS (
   -- a re-sent event of the same trace is updated in place; an id used elsewhere is refused
   WHERE events.agent_id = EXCLUDED.agent_id AND events.trace_id = EXCLUDED.trace_id
   RETURNING id
+),
+finished AS (
+  SELECT w.id FROM written w
+  WHERE w.agent_id = $1::text AND w.status IN (${ANALYSED})
+    AND (w.previous_status IS NULL OR w.previous_status NOT IN (${ANALYSED}))
+),
+${enqueueAnalysisSql('$1', '$12')},
+conflict AS (
+  SELECT c.pointer FROM (
+    SELECT t.pos, 0 AS k, '/items/' || t.item || '/trace/id' AS pointer
+    FROM written w JOIN incoming t ON t.id = w.id
+    WHERE w.agent_id <> $1::text
+    UNION ALL
+    -- events are in item order, so an event's index in its item is what precedes it there
+    SELECT t.pos, e.ordinality, '/items/' || e.item || '/events/'
+           || (SELECT count(*) FROM incoming_events x
+               WHERE x.item = e.item AND x.ordinality < e.ordinality) || '/id'
+    FROM incoming_events e JOIN incoming t ON t.item = e.item
+    WHERE (SELECT ok FROM go) AND NOT EXISTS (SELECT 1 FROM stored s WHERE s.id = e.id)
+  ) c
+  ORDER BY c.pos, c.k
+  LIMIT 1
 )
 SELECT (SELECT ok FROM go) AS claimed,
-       EXISTS (SELECT 1 FROM written) AS written,
-       (SELECT previous_status FROM written) AS "previousStatus",
-       ARRAY(SELECT id FROM stored) AS "storedEvents"`;
+       (SELECT count(*) FROM queued)::int AS queued,
+       (SELECT ('${ID_CONFLICT_PREFIX}' || c.pointer)::int FROM conflict c) AS refused`;
 
-interface WriteItemRow {
+/**
+ * The complete endpoint in one statement: `target` locks the trace (its newest version), the
+ * update applies the body unless it would end the run before it started, and a run finalised
+ * as completed or errored is queued for analysis (see enqueueAnalysisSql). Absent summary
+ * fields stay as they are; an explicit null clears them. With no endedAt the run ends now, but
+ * never before it started: an agent whose clock runs ahead of ours can send a startedAt in our
+ * future, and its trace must still be finalisable.
+ */
+const COMPLETE_TRACE = `
+WITH target AS (
+  SELECT t.id, COALESCE($4::timestamptz < t.started_at, false) AS ends_before_start
+  FROM traces t
+  WHERE t.id = $1 AND t.agent_id = $2
+  FOR UPDATE
+),
+updated AS (
+  UPDATE traces t SET
+    status = $3,
+    ended_at = COALESCE($4::timestamptz, GREATEST(now(), t.started_at)),
+    duration_ms = EXTRACT(EPOCH FROM (
+      COALESCE($4::timestamptz, GREATEST(now(), t.started_at)) - t.started_at)) * 1000,
+    output_summary = CASE WHEN $5 THEN $6 ELSE t.output_summary END,
+    error_message = CASE WHEN $7 THEN $8 ELSE t.error_message END,
+    updated_at = now()
+  FROM target
+  WHERE t.id = target.id AND NOT target.ends_before_start
+  RETURNING ${TRACE_COLUMNS}
+),
+finished AS (SELECT u.id FROM updated u WHERE u.status IN (${ANALYSED})),
+${enqueueAnalysisSql('$2', '$9')}
+SELECT EXISTS (SELECT 1 FROM target) AS found,
+       COALESCE((SELECT ends_before_start FROM target), false) AS "endsBeforeStart",
+       (SELECT count(*) FROM queued)::int AS queued,
+       u.*
+FROM (SELECT 1) AS one
+LEFT JOIN updated u ON true`;
+
+type CompleteTraceRow = TraceRow & { found: boolean; endsBeforeStart: boolean; queued: number };
+
+interface WriteBatchRow {
   claimed: boolean;
-  written: boolean;
-  previousStatus: TraceStatus | null;
-  storedEvents: string[];
+  queued: number;
 }
 
 const CONSUME_VERIFY_TOKEN = `
@@ -148,51 +245,59 @@ UPDATE agents SET verified_at = COALESCE(verified_at, now())
 WHERE id IN (SELECT agent_id FROM consumed)
 RETURNING id`;
 
-function traceParams(trace: Trace): unknown[] {
-  return [
-    trace.id,
-    trace.status,
-    trace.startedAt,
-    trace.endedAt ?? null,
-    trace.durationMs ?? null,
-    trace.inputSummary,
-    trace.outputSummary ?? null,
-    trace.errorMessage ?? null,
-    trace.tags,
-    trace.eventCount,
-    trace.totalTokens,
-    trace.totalCostUsd,
-    trace.totalLamports,
-    trace.chainTxCount,
-    trace.toolsCalled,
-    trace.anchorSignature ?? null,
-    trace.anchorSlot ?? null,
-    trace.merkleProof ?? null,
-    trace.traceHash ?? null,
-    trace.shareToken ?? null,
-  ];
+/**
+ * The items of a batch in the rounds it is written in: each round holds each trace id at most
+ * once (one statement cannot upsert a row twice), in trace id order; a trace's snapshots keep
+ * their order across rounds. Almost every batch is one round.
+ */
+function roundsOf(items: readonly BufferBatchItem[]): number[][] {
+  const order = [...items.keys()].sort((a, b) =>
+    compareIds(items[a]!.trace.id, items[b]!.trace.id),
+  );
+  const rounds: number[][] = [];
+  const seen = new Map<string, number>();
+  for (const index of order) {
+    const id = (items[index] as BufferBatchItem).trace.id;
+    const round = seen.get(id) ?? 0;
+    seen.set(id, round + 1);
+    (rounds[round] ??= []).push(index);
+  }
+  return rounds;
 }
 
-function eventColumns(events: Event[]): unknown[][] {
-  const columns: unknown[][] = Array.from({ length: 12 }, () => new Array(events.length));
-  events.forEach((e, i) => {
-    const values = [
-      e.id,
-      e.traceId,
-      e.sequence,
-      e.type,
-      e.startedAt,
-      e.endedAt ?? null,
-      e.durationMs ?? null,
-      e.status,
-      JSON.stringify(e.payload),
-      e.payloadEncrypted,
-      e.parentEventId ?? null,
-      e.errorMessage ?? null,
-    ];
-    values.forEach((v, c) => ((columns[c] as unknown[])[i] = v));
-  });
-  return columns;
+/** Parameters of WRITE_BATCH for the items of one round (indexes into `write.items`). */
+function writeParams(
+  write: BatchWrite,
+  json: readonly ItemJson[],
+  round: readonly number[],
+  claim: boolean,
+): unknown[] {
+  const { items } = write;
+  const traces: string[] = [];
+  const events: string[] = [];
+  const payloads: string[] = [];
+  const eventItems: number[] = [];
+  for (const item of round) {
+    const { trace, events: itemEvents, payloads: itemPayloads } = json[item] as ItemJson;
+    traces.push(trace);
+    events.push(...itemEvents);
+    payloads.push(...itemPayloads);
+    for (let j = 0; j < itemEvents.length; j++) eventItems.push(item);
+  }
+  return [
+    write.agentId,
+    write.batchId,
+    (items[0] as BufferBatchItem).trace.id,
+    items.length,
+    items.reduce((n, i) => n + i.events.length, 0),
+    claim,
+    `[${traces.join(',')}]`,
+    round,
+    `[${events.join(',')}]`,
+    `[${payloads.join(',')}]`,
+    eventItems,
+    write.analysisGraceMs,
+  ];
 }
 
 /** Trace ids as the schemas allow them (see protocol `Identifier`). */
@@ -226,77 +331,63 @@ export function decodeCursor(cursor: string): [string, string] | undefined {
 export class TraceStore {
   constructor(private readonly sql: SqlClient) {}
 
-  /** Applies one batch in one transaction, all or nothing. */
+  /**
+   * Applies one batch, all or nothing. A batch whose items name distinct traces (almost all)
+   * is one statement, one round trip. One with several snapshots of a trace is written in
+   * rounds (see roundsOf), and one with a verify token also consumes it: those few run the
+   * same statement per round in one transaction.
+   */
   async writeBatch(write: BatchWrite): Promise<BatchWriteOutcome> {
+    const rounds = roundsOf(write.items);
+    const json = write.json ?? write.items.map(toItemJson);
+    const traceId = (write.items[0] as BufferBatchItem).trace.id;
     try {
-      return await this.sql.transaction((tx) => this.writeBatchIn(tx, write));
+      if (rounds.length === 1 && !write.verify) {
+        const row = await this.writeRound(this.sql, write, json, rounds[0] as number[], true);
+        if (!row.claimed) return await this.duplicateOf(this.sql, write.agentId, write.batchId);
+        return { kind: 'accepted', traceId, verify: null, analysisQueued: row.queued > 0 };
+      }
+      return await this.sql.transaction(async (tx) => {
+        let analysisQueued = false;
+        for (const [n, round] of rounds.entries()) {
+          const row = await this.writeRound(tx, write, json, round, n === 0);
+          if (!row.claimed) return this.duplicateOf(tx, write.agentId, write.batchId);
+          analysisQueued ||= row.queued > 0;
+        }
+        const verify = write.verify ? await this.consumeVerifyToken(tx, write) : null;
+        return { kind: 'accepted', traceId, verify, analysisQueued };
+      });
     } catch (error) {
-      if (error instanceof IdConflict) return { kind: 'id-conflict', pointer: error.pointer };
+      if (error instanceof IdConflictError) return { kind: 'id-conflict', pointer: error.pointer };
       throw error;
     }
   }
 
-  private async writeBatchIn(tx: SqlExecutor, write: BatchWrite): Promise<BatchWriteOutcome> {
-    const { agentId, items } = write;
-    const firstTraceId = (items[0] as BufferBatchItem).trace.id;
-    const eventCount = items.reduce((n, item) => n + item.events.length, 0);
+  private async writeRound(
+    sql: SqlExecutor,
+    write: BatchWrite,
+    json: readonly ItemJson[],
+    round: readonly number[],
+    claim: boolean,
+  ): Promise<WriteBatchRow> {
+    const params = writeParams(write, json, round, claim);
+    const [row] = await sql.query<WriteBatchRow>(WRITE_BATCH, params);
+    if (!row) throw new Error('the batch statement returned no row');
+    return row;
+  }
 
-    // Items are written in trace id order (stable, so snapshots of one trace keep their order):
-    // two batches touching the same traces then lock them in the same order. The first
-    // statement claims the batch id: a concurrent copy of this batch waits on it, then finds
-    // the id taken and answers as a duplicate.
-    let analysisQueued = false;
-    const order = [...items.keys()].sort((a, b) =>
-      compareIds(items[a]!.trace.id, items[b]!.trace.id),
+  private async consumeVerifyToken(tx: SqlExecutor, write: BatchWrite): Promise<VerifyOutcome> {
+    const { agentId, verify } = write;
+    let outcome: VerifyOutcome = 'rejected';
+    if (verify?.claimedAgentId === agentId) {
+      const verified = await tx.query(CONSUME_VERIFY_TOKEN, [verify.tokenHash, agentId]);
+      if (verified.length > 0) outcome = 'verified';
+    }
+    await tx.query(
+      'UPDATE accepted_batches SET verify_outcome = $3 WHERE agent_id = $1 AND batch_id = $2',
+      [agentId, write.batchId, outcome],
     );
-    for (const [position, index] of order.entries()) {
-      const { trace, events } = items[index] as BufferBatchItem;
-      const [row] = await tx.query<WriteItemRow>(WRITE_ITEM, [
-        position === 0,
-        agentId,
-        write.batchId,
-        firstTraceId,
-        items.length,
-        eventCount,
-        ...traceParams(trace),
-        ...eventColumns(events),
-      ]);
-      if (!row) throw new Error('the item statement returned no row');
-      if (!row.claimed) return this.duplicateOf(tx, agentId, write.batchId);
-      if (!row.written) {
-        // Not written: either a newer snapshot is stored (kept), or the id is another agent's.
-        const [owner] = await tx.query<{ agentId: string }>(
-          'SELECT agent_id AS "agentId" FROM traces WHERE id = $1',
-          [trace.id],
-        );
-        if (owner && owner.agentId !== agentId) throw new IdConflict(`/items/${index}/trace/id`);
-      }
-      if (row.storedEvents.length !== events.length) {
-        const stored = new Set(row.storedEvents);
-        const j = events.findIndex((e) => !stored.has(e.id));
-        throw new IdConflict(`/items/${index}/events/${j}/id`);
-      }
-      const before = row.previousStatus;
-      if (row.written && isAnalysed(trace.status) && (before === null || !isAnalysed(before))) {
-        await enqueueAnalysis(tx, trace.id, agentId, write.analysisGraceMs);
-        analysisQueued = true;
-      }
-    }
-
-    let verify: VerifyOutcome | null = null;
-    if (write.verify) {
-      verify = 'rejected';
-      if (write.verify.claimedAgentId === agentId) {
-        const verified = await tx.query(CONSUME_VERIFY_TOKEN, [write.verify.tokenHash, agentId]);
-        if (verified.length > 0) verify = 'verified';
-      }
-      await tx.query(
-        'UPDATE accepted_batches SET verify_outcome = $3 WHERE agent_id = $1 AND batch_id = $2',
-        [agentId, write.batchId, verify],
-      );
-    }
-
-    return { kind: 'accepted', traceId: firstTraceId, verify, analysisQueued };
+    return outcome;
   }
 
   private async duplicateOf(
@@ -320,47 +411,21 @@ export class TraceStore {
     body: CompleteTraceBody,
     analysisGraceMs: number,
   ): Promise<CompleteOutcome> {
-    return this.sql.transaction(async (tx) => {
-      const endedAt = body.endedAt ?? null;
-      const [found] = await tx.query<{ endsBeforeStart: boolean }>(
-        `SELECT COALESCE($3::timestamptz < started_at, false) AS "endsBeforeStart"
-         FROM traces WHERE id = $1 AND agent_id = $2 FOR UPDATE`,
-        [traceId, agentId, endedAt],
-      );
-      if (!found) return { kind: 'not-found' };
-      if (found.endsBeforeStart) return { kind: 'ends-before-start' };
-
-      const status = body.status ?? 'completed';
-      // Absent summary fields stay as they are; an explicit null clears them. With no endedAt
-      // the run ends now, but never before it started: an agent whose clock runs ahead of ours
-      // can send a startedAt in our future, and its trace must still be finalisable.
-      const [row] = await tx.query<TraceRow>(
-        `UPDATE traces t SET
-           status = $3,
-           ended_at = COALESCE($4::timestamptz, GREATEST(now(), t.started_at)),
-           duration_ms = EXTRACT(EPOCH FROM (
-             COALESCE($4::timestamptz, GREATEST(now(), t.started_at)) - t.started_at)) * 1000,
-           output_summary = CASE WHEN $5 THEN $6 ELSE t.output_summary END,
-           error_message = CASE WHEN $7 THEN $8 ELSE t.error_message END,
-           updated_at = now()
-         WHERE t.id = $1 AND t.agent_id = $2
-         RETURNING ${TRACE_COLUMNS}`,
-        [
-          traceId,
-          agentId,
-          status,
-          endedAt,
-          body.outputSummary !== undefined,
-          body.outputSummary ?? null,
-          body.errorMessage !== undefined,
-          body.errorMessage ?? null,
-        ],
-      );
-      if (!row) return { kind: 'not-found' };
-      const analysisQueued = isAnalysed(status);
-      if (analysisQueued) await enqueueAnalysis(tx, traceId, agentId, analysisGraceMs);
-      return { kind: 'completed', trace: traceFromRow(row), analysisQueued };
-    });
+    const [row] = await this.sql.query<CompleteTraceRow>(COMPLETE_TRACE, [
+      traceId,
+      agentId,
+      body.status ?? 'completed',
+      body.endedAt ?? null,
+      body.outputSummary !== undefined,
+      body.outputSummary ?? null,
+      body.errorMessage !== undefined,
+      body.errorMessage ?? null,
+      analysisGraceMs,
+    ]);
+    if (!row?.found) return { kind: 'not-found' };
+    if (row.endsBeforeStart) return { kind: 'ends-before-start' };
+    const { found: _found, endsBeforeStart: _ends, queued, ...trace } = row;
+    return { kind: 'completed', trace: traceFromRow(trace), analysisQueued: queued > 0 };
   }
 
   /** A trace with its events (by sequence), if `userId` has any role on its agent. */

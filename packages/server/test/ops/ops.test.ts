@@ -17,6 +17,7 @@ import { isProblem, postBatch, send } from '../harness/http.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
 import { runBatch } from '../fixtures/batches.js';
+import { waitFor } from '../harness/wait.js';
 
 describeEngines('operations endpoints [%s]', (engine) => {
   let server: TestServer;
@@ -159,6 +160,11 @@ describeWithRedis('structured logs when the Redis bus fails [redis]', () => {
       batch.body.items[0]!.events[0]!.payload = { secret: 'private-payload-marker' };
       batch.body.items[0]!.events[0]!.type = 'custom';
       expect((await postBatch(url, created.body.apiKey, batch.body)).status).toBe(202);
+      // published after the 202, so the failure is counted shortly after it
+      await waitFor(
+        async () => ((await metrics.livePublishFailures.get()).values[0]?.value ? true : undefined),
+        'the publish failure to be counted',
+      );
       expect(await metrics.livePublishFailures.get()).toMatchObject({
         values: [{ value: 1 }],
       });
