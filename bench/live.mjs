@@ -69,17 +69,8 @@
 //      BENCH_BUSES (memory,redis), BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test),
 //      BENCH_REDIS_URL (redis://127.0.0.1:6379), BENCH_SERVER_NODE_ARGS (extra server node flags)
 
-import { spawn, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import {
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
@@ -89,13 +80,19 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import {
-  SERVER_ENV_DROPPED,
   createItemFactory,
+  createLifecycle,
   envNumber,
-  freePort,
+  machineInfo,
   percentiles,
   reachable,
+  redactUrl,
   request,
+  serveUntilParentGoes,
+  spawnCli,
+  startFlightlogServer,
+  textTable,
+  writeJsonAtomic,
 } from './support.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -130,60 +127,11 @@ const CFG = {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Lifecycle: every child, socket and temporary resource is released on every exit path.
+// Lifecycle: every child, socket and temporary resource is released on every exit path (made in
+// main(): the bare server child has none).
 
-const children = new Set();
+let lifecycle;
 const openSockets = new Set();
-const cleanups = [];
-let cleaningUp;
-
-function onCleanup(fn) {
-  cleanups.push(fn);
-  return fn;
-}
-
-async function runCleanupList(list) {
-  while (list.length > 0) {
-    const fn = list.pop();
-    try {
-      await Promise.race([fn(), sleep(15_000, undefined, { ref: false })]);
-    } catch (error) {
-      console.error(`cleanup failed: ${error?.message ?? error}`);
-    }
-  }
-}
-
-async function runCleanups() {
-  cleaningUp ??= (async () => {
-    await runCleanupList(cleanups);
-    for (const socket of openSockets) socket.destroy();
-    openSockets.clear();
-  })();
-  return cleaningUp;
-}
-
-/** Runs the cleanups registered after `mark`, newest first (one bus's own resources). */
-async function runCleanupsFrom(mark) {
-  await runCleanupList(cleanups.splice(mark));
-}
-
-function installExitHandlers() {
-  process.on('exit', () => {
-    for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
-  });
-  const abort = async (reason, code) => {
-    console.error(`\n!!! ${reason}: stopping servers and removing temporary data`);
-    await runCleanups();
-    process.exit(code);
-  };
-  process.once('SIGINT', () => void abort('interrupted', 130));
-  process.once('SIGTERM', () => void abort('terminated', 143));
-  const watchdog = setTimeout(
-    () => void abort(`BENCHMARK TIMED OUT after ${CFG.timeoutSeconds} s`, 1),
-    CFG.timeoutSeconds * 1000,
-  );
-  watchdog.unref();
-}
 
 // ---------------------------------------------------------------------------------------------
 // Synthetic data: the ingest benchmark's batches (1 trace + N llm_call events).
@@ -432,134 +380,28 @@ function closeRaw(sockets) {
 // ---------------------------------------------------------------------------------------------
 // Child processes: the server, and the bare SSE server (this file with --bare-sse-server).
 
-function collectOutput(child, tag) {
-  const output = { lines: [], count: 0, byMessage: {} };
-  const collect = (chunk) => {
-    for (const line of chunk.toString('utf8').split('\n')) {
-      if (!line.trim()) continue;
-      output.count++;
-      let msg = line.slice(0, 120);
-      try {
-        msg = JSON.parse(line).msg ?? msg;
-      } catch {
-        // not a JSON log line
-      }
-      output.byMessage[msg] = (output.byMessage[msg] ?? 0) + 1;
-      if (output.count <= 10) console.log(`    [${tag}] ${line.slice(0, 300)}`);
-      else if (output.count === 11) console.log(`    [${tag}] (further output not shown)`);
-      output.lines.push(line);
-      if (output.lines.length > 50) output.lines.shift();
-    }
-  };
-  child.stdout?.on('data', collect);
-  child.stderr?.on('data', collect);
-  return output;
-}
-
-function stopper(child, exited, label) {
-  return async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const result = await Promise.race([exited, sleep(15_000, undefined, { ref: false })]);
-      if (!result) {
-        console.error(`!!! ${label} did not stop within 15 s of SIGTERM: killing it`);
-        child.kill('SIGKILL');
-      }
-    }
-    return exited;
-  };
-}
-
-async function startServer(serverEnv) {
-  const port = await freePort();
-  const adminToken = randomBytes(24).toString('hex');
-  const jwtSecret = randomBytes(32).toString('hex');
-  const env = { ...process.env };
-  for (const name of SERVER_ENV_DROPPED) delete env[name];
-  for (const name of Object.keys(env)) if (name.startsWith('LIVE_')) delete env[name];
-  Object.assign(env, serverEnv, {
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    ADMIN_TOKEN: adminToken,
-    JWT_SECRET: jwtSecret,
-    LIVE_MAX_STREAMS_PER_USER: String(CFG.idleStreams + CFG.agents + 100),
-    LOG_LEVEL: 'warn',
-  });
-  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
-  const child = spawn(process.execPath, [...nodeArgs, CLI, 'serve'], {
+/** The server on a free port (support.mjs), with room for every stream this benchmark opens. */
+function startServer(serverEnv) {
+  return startFlightlogServer(lifecycle, {
+    cli: CLI,
     cwd: ROOT,
-    env,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    env: {
+      ...serverEnv,
+      LIVE_MAX_STREAMS_PER_USER: String(CFG.idleStreams + CFG.agents + 100),
+    },
   });
-  children.add(child);
-  const output = collectOutput(child, 'server');
-  const exited = new Promise((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  exited.then(() => children.delete(child));
-  const base = `http://127.0.0.1:${port}`;
-  const server = {
-    base,
-    port,
-    adminToken,
-    jwtSecret,
-    output,
-    alive: () => child.exitCode === null && child.signalCode === null,
-    stop: stopper(child, exited, 'server'),
-  };
-  onCleanup(() => server.stop());
-
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (!server.alive())
-      throw new Error(`server exited during start-up:\n${output.lines.join('\n')}`);
-    try {
-      const { status } = await request('GET', `${base}/readyz`, { timeoutMs: 1_000 });
-      if (status === 200) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) throw new Error('server not ready after 30 s');
-    await sleep(100);
-  }
-  return server;
 }
 
 async function startBareServer(redis) {
-  const args = [SELF, BARE_FLAG];
-  if (redis) args.push(redis.url, redis.prefix);
-  const env = { ...process.env };
-  delete env.NODE_OPTIONS;
-  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
-  children.add(child);
-  const exited = new Promise((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
-  exited.then(() => children.delete(child));
-  const bare = { stop: stopper(child, exited, 'bare SSE server') };
-  onCleanup(() => bare.stop());
-  const port = await new Promise((resolve, reject) => {
-    let text = '';
-    const timer = setTimeout(
-      () => reject(new Error('bare SSE server not ready after 10 s')),
-      10_000,
-    );
-    child.stdout.on('data', function first(chunk) {
-      text += chunk;
-      const match = /"port":(\d+)/.exec(text);
-      if (match) {
-        clearTimeout(timer);
-        child.stdout.off('data', first);
-        resolve(Number(match[1]));
-      }
-    });
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`bare SSE server exited (${code}) during start-up`));
-    });
+  const bare = spawnCli(lifecycle, {
+    cli: SELF,
+    cwd: ROOT,
+    args: redis ? [BARE_FLAG, redis.url, redis.prefix] : [BARE_FLAG],
+    tag: 'bare',
+    stdin: 'pipe',
   });
-  bare.output = collectOutput(child, 'bare');
-  bare.port = port;
+  const [, port] = await bare.waitFor(/"port":(\d+)/, 10_000);
+  bare.port = Number(port);
   bare.base = `http://127.0.0.1:${port}`;
   return bare;
 }
@@ -636,7 +478,7 @@ function cpuSnapshot() {
  */
 function cpuBetween(a, b) {
   if (!a || !b) return null;
-  const ours = new Set([process.pid, ...[...children].map((c) => c.pid)]);
+  const ours = new Set([process.pid, ...[...lifecycle.children].map((c) => c.pid)]);
   const seconds = (b.at - a.at) / 1000;
   const used = { ours: 0, infra: 0, kernel: 0, other: 0 };
   const others = {};
@@ -956,7 +798,7 @@ function adminClient(server, SignJWT) {
 // One bus end to end.
 
 async function benchBus(busName, deps) {
-  const mark = cleanups.length;
+  const mark = lifecycle.mark();
   const result = { bus: busName, warnings: [] };
   const warn = (w) => {
     console.error(`  !!! WARNING ${busName}: ${w}`);
@@ -964,7 +806,7 @@ async function benchBus(busName, deps) {
   };
   const sseAgent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
   const postAgent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-  onCleanup(() => {
+  lifecycle.onCleanup(() => {
     sseAgent.destroy();
     postAgent.destroy();
   });
@@ -1011,7 +853,7 @@ async function benchBus(busName, deps) {
         return client;
       };
       redis = { url: CFG.redisUrl, prefix, newRedis, commands: newRedis() };
-      onCleanup(async () => {
+      lifecycle.onCleanup(async () => {
         // Remove every key of this run (server's, bare bus's, bare server's), then disconnect.
         const client = redis.commands;
         let cursor = '0';
@@ -1031,7 +873,7 @@ async function benchBus(busName, deps) {
     if (deps.database === 'postgres') {
       const schema = `bench_live_${tag}`;
       result.schema = schema;
-      onCleanup(async () => {
+      lifecycle.onCleanup(async () => {
         const client = new deps.pg.Client({ connectionString: CFG.databaseUrl });
         await client.connect();
         try {
@@ -1043,7 +885,7 @@ async function benchBus(busName, deps) {
       Object.assign(serverEnv, { DATABASE_URL: CFG.databaseUrl, DATABASE_SCHEMA: schema });
     } else {
       const dir = mkdtempSync(join(os.tmpdir(), 'flightlog-bench-live-'));
-      onCleanup(() => rmSync(dir, { recursive: true, force: true }));
+      lifecycle.onCleanup(() => rmSync(dir, { recursive: true, force: true }));
       serverEnv.DATA_DIR = dir;
     }
     result.database = deps.database;
@@ -1185,7 +1027,7 @@ async function benchBus(busName, deps) {
         'bare Redis bus from this process: XADD MAXLEN 1000 + EXPIRE pipeline -> blocking XREAD loop on another connection';
       const reader = redis.newRedis();
       const writer = redis.newRedis();
-      onCleanup(() => {
+      lifecycle.onCleanup(() => {
         reader.disconnect();
         writer.disconnect();
       });
@@ -1451,27 +1293,12 @@ async function benchBus(busName, deps) {
     console.error(`\n!!! ${busName.toUpperCase()} BUS BENCHMARK FAILED: ${error?.stack ?? error}`);
     return { ...result, error: String(error?.message ?? error) };
   } finally {
-    await runCleanupsFrom(mark);
+    await lifecycle.runCleanupsFrom(mark);
   }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Report.
-
-function table(rows) {
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => String(r[c]).length)));
-  return rows
-    .map((r, i) => {
-      const line = r
-        .map((cell, c) =>
-          c < 2 || c === 4 ? String(cell).padEnd(widths[c]) : String(cell).padStart(widths[c]),
-        )
-        .join('  ');
-      return i === 0 ? `${line}\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : line;
-    })
-    .join('\n')
-    .replace(/ +$/gm, '');
-}
 
 const ratio = (a, b) =>
   a === null || b === null || a === undefined || b === undefined || b <= 0.05
@@ -1661,7 +1488,7 @@ function report(results, meta) {
       `replay: ${CFG.replayDepth} batches, ${CFG.replayConnections} connections; idle: ${CFG.idleStreams} streams; ` +
       `batches of 1 trace + ${CFG.eventsPerBatch} llm_call events (SSE data ~${meta.messageBytes ?? '?'} B, gzip body ~${meta.bodyGzipBytes ?? '?'} B)\n`,
   );
-  console.log(rows.length > 1 ? table(rows) : '(no bus measured)');
+  console.log(rows.length > 1 ? textTable(rows, (c) => c < 2 || c === 4) : '(no bus measured)');
   console.log(`\n${notes.join('\n')}`);
   console.log(
     '\n"from 202": SSE arrival - the POST\'s 202 arriving at this process (negative when the message\n' +
@@ -1674,7 +1501,11 @@ function report(results, meta) {
 // ---------------------------------------------------------------------------------------------
 
 async function main() {
-  installExitHandlers();
+  lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
+  lifecycle.onCleanup(() => {
+    for (const socket of openSockets) socket.destroy();
+    openSockets.clear();
+  });
   const { monotonicFactory } = await import('ulidx');
   ulid = monotonicFactory();
   makeItem = createItemFactory({ ulid, eventsPerBatch: CFG.eventsPerBatch });
@@ -1682,22 +1513,7 @@ async function main() {
   const { Redis } = await import('ioredis');
   const { SignJWT } = await import('jose');
 
-  const meta = {
-    date: new Date().toISOString(),
-    node: process.version,
-    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
-    cpuModel: os.cpus()[0]?.model?.trim() ?? 'unknown',
-    cores: os.availableParallelism?.() ?? os.cpus().length,
-    memoryBytes: os.totalmem(),
-  };
-  try {
-    meta.gitCommit = execFileSync('git', ['rev-parse', 'HEAD'], {
-      cwd: ROOT,
-      encoding: 'utf8',
-    }).trim();
-  } catch {
-    meta.gitCommit = null;
-  }
+  const meta = machineInfo(ROOT);
   const pgUrl = new URL(CFG.databaseUrl);
   const pgPort = Number(pgUrl.port || 5432);
   let database = 'postgres';
@@ -1723,26 +1539,15 @@ async function main() {
   meta.bodyGzipBytes = measured?.bodyGzipBytes;
 
   report(results, meta);
-  mkdirSync(RESULTS_DIR, { recursive: true });
-  const output = {
+  writeJsonAtomic(RESULTS_FILE, {
     ...meta,
     config: {
       ...CFG,
-      databaseUrl: CFG.databaseUrl.replace(/\/\/[^@/]*@/, '//***@'),
-      redisUrl: CFG.redisUrl.replace(/\/\/[^@/]*@/, '//***@'),
+      databaseUrl: redactUrl(CFG.databaseUrl),
+      redisUrl: redactUrl(CFG.redisUrl),
     },
     buses: Object.fromEntries(results.map((r) => [r.bus, r])),
-  };
-  const json = JSON.stringify(
-    output,
-    (_key, value) =>
-      typeof value === 'number' && !Number.isInteger(value)
-        ? Math.round(value * 1000) / 1000
-        : value,
-    2,
-  );
-  writeFileSync(`${RESULTS_FILE}.tmp`, `${json}\n`);
-  renameSync(`${RESULTS_FILE}.tmp`, RESULTS_FILE);
+  });
   console.log(`\nwrote ${RESULTS_FILE} (total ${meta.totalSeconds} s)`);
 }
 
@@ -1832,20 +1637,10 @@ async function runBareServer() {
     }
   });
   server.keepAliveTimeout = 60_000;
-  const stop = () => {
+  serveUntilParentGoes(server, () => {
     for (const res of idle) res.destroy();
     for (const set of subscribers.values()) for (const res of set) res.destroy();
     redis?.disconnect();
-    server.close();
-    server.closeAllConnections();
-    process.exit(0);
-  };
-  process.on('SIGTERM', stop);
-  process.stdin.on('end', stop);
-  process.stdin.on('error', stop);
-  process.stdin.resume();
-  server.listen(0, '127.0.0.1', () => {
-    process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
   });
 }
 
@@ -1854,11 +1649,11 @@ if (process.argv[2] === BARE_FLAG) {
 } else {
   try {
     await main();
-    await runCleanups();
+    await lifecycle.runCleanups();
     process.exit(0);
   } catch (error) {
     console.error(`\n!!! BENCHMARK FAILED: ${error?.stack ?? error}`);
-    await runCleanups();
+    await lifecycle?.runCleanups();
     process.exit(1);
   }
 }

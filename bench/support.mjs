@@ -1,9 +1,12 @@
-// Shared by the benchmarks (ingest.mjs, live.mjs, analysis.mjs): synthetic batches, loopback
-// helpers, stats, child processes.
+// Shared by the benchmarks (ingest.mjs, live.mjs, analysis.mjs, client.mjs, run-all.mjs):
+// synthetic batches, loopback helpers, stats, child processes, result files.
 
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
+import { dirname } from 'node:path';
 
 /** A whole number from the environment, within [min, max], else `fallback`. */
 export function envNumber(name, fallback, min, max) {
@@ -50,15 +53,18 @@ function sentence(chars) {
 const TEXTS = Array.from({ length: 2048 }, () => sentence(380 + Math.floor(rand() * 40)));
 const MODELS = ['gpt-4o-mini', 'gpt-4o', 'claude-sonnet-4', 'llama-3.1-70b'];
 
-/** Makes `makeItem(agentId)`: one BufferBatchItem with `eventsPerBatch` llm_call events. */
+/**
+ * Makes `makeItem(agentId, eventCount = eventsPerBatch)`: one BufferBatchItem (a trace snapshot)
+ * with `eventCount` llm_call events.
+ */
 export function createItemFactory({ ulid, eventsPerBatch }) {
-  return function makeItem(agentId) {
+  return function makeItem(agentId, eventCount = eventsPerBatch) {
     const traceId = ulid();
     const t0 = Date.now() - 60_000;
     const events = [];
     let totalTokens = 0;
     let totalCost = 0;
-    for (let sequence = 0; sequence < eventsPerBatch; sequence++) {
+    for (let sequence = 0; sequence < eventCount; sequence++) {
       const inputTokens = 80 + Math.floor(rand() * 400);
       const outputTokens = 20 + Math.floor(rand() * 200);
       const costUsd = Math.round(inputTokens * 0.15 + outputTokens * 0.6) / 1e6;
@@ -148,6 +154,14 @@ export async function request(method, url, { headers = {}, body, timeoutMs = 10_
   return { status: response.status, text: await response.text() };
 }
 
+/** The median of the numbers among `values` (null and undefined left out), or null. */
+export function median(values) {
+  const sorted = values.filter((v) => typeof v === 'number').sort((a, b) => a - b);
+  if (sorted.length === 0) return null;
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
+
 export function percentiles(values) {
   if (values.length === 0) return { p50: null, p99: null, max: null, min: null };
   const sorted = Float64Array.from(values).sort();
@@ -173,8 +187,90 @@ export const SERVER_ENV_DROPPED = [
   'NODE_OPTIONS',
 ];
 
+/** Extra node flags for benchmarked servers (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"). */
+export const serverNodeArgs = () =>
+  (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(/\s+/).filter(Boolean);
+
 // ---------------------------------------------------------------------------------------------
-// Child processes and cleanup (generalised from ingest.mjs / live.mjs, for new benchmarks).
+// Result files.
+
+/** Date, Node, OS, CPU, cores, memory and commit of this run. */
+export function machineInfo(root) {
+  const meta = {
+    date: new Date().toISOString(),
+    node: process.version,
+    platform: `${os.platform()} ${os.release()} ${os.arch()}`,
+    cpuModel: os.cpus()[0]?.model?.trim() ?? 'unknown',
+    cores: os.availableParallelism?.() ?? os.cpus().length,
+    memoryBytes: os.totalmem(),
+    gitCommit: null,
+  };
+  try {
+    meta.gitCommit = execFileSync('git', ['rev-parse', 'HEAD'], {
+      cwd: root,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
+  } catch {
+    // not a git checkout
+  }
+  return meta;
+}
+
+/** Writes `value` as JSON (fractions rounded to 3 digits) through a temporary file. */
+export function writeJsonAtomic(file, value) {
+  mkdirSync(dirname(file), { recursive: true });
+  const json = JSON.stringify(
+    value,
+    (_key, v) => (typeof v === 'number' && !Number.isInteger(v) ? Math.round(v * 1000) / 1000 : v),
+    2,
+  );
+  writeFileSync(`${file}.tmp`, `${json}\n`);
+  renameSync(`${file}.tmp`, file);
+}
+
+/** Redacts the user and password of a connection URL. */
+export const redactUrl = (url) => url.replace(/\/\/[^@/]*@/, '//***@');
+
+/** A text table: the first row is the header; columns `isLeft(c)` left-aligned, others right. */
+export function textTable(rows, isLeft = (c) => c < 2) {
+  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => String(r[c]).length)));
+  return rows
+    .map((r, i) => {
+      const line = r
+        .map((cell, c) =>
+          isLeft(c) ? String(cell).padEnd(widths[c]) : String(cell).padStart(widths[c]),
+        )
+        .join('  ')
+        .trimEnd();
+      return i === 0 ? `${line}\n${widths.map((w) => '-'.repeat(w)).join('  ')}` : line;
+    })
+    .join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child processes and cleanup.
+
+/**
+ * For a bare baseline server run as a child (spawnCli with stdin: 'pipe'): listens on a free
+ * loopback port, prints {"port": N}, and on SIGTERM or when the parent goes away (stdin closes)
+ * runs `onStop`, closes every connection and exits.
+ */
+export function serveUntilParentGoes(server, onStop = () => {}) {
+  const stop = () => {
+    onStop();
+    server.close();
+    server.closeAllConnections();
+    process.exit(0);
+  };
+  process.on('SIGTERM', stop);
+  process.stdin.on('end', stop);
+  process.stdin.on('error', stop);
+  process.stdin.resume();
+  server.listen(0, '127.0.0.1', () => {
+    process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
+  });
+}
 
 /**
  * The resources of one benchmark run: every child and every cleanup is released on every exit
@@ -204,6 +300,10 @@ export function createLifecycle({ timeoutSeconds }) {
       cleaningUp ??= runList(cleanups);
       return cleaningUp;
     },
+    /** A mark for `runCleanupsFrom`: what is registered from now on. */
+    mark: () => cleanups.length,
+    /** Runs the cleanups registered since `mark`, newest first (one part's own resources). */
+    runCleanupsFrom: (mark) => runList(cleanups.splice(mark)),
   };
   process.on('exit', () => {
     for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
@@ -227,15 +327,25 @@ function sleepUnref(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
 
-/** Keeps the last 50 lines of a child's output and echoes its first 10 under `[tag]`. */
+/**
+ * Keeps the last 50 lines of a child's output (and its first 64 KiB in `all`), counts lines by
+ * message (`msg` of a JSON log line, else the line's start) and echoes its first 10 under `[tag]`.
+ */
 export function collectOutput(child, tag) {
-  const output = { lines: [], count: 0, all: '' };
+  const output = { lines: [], count: 0, all: '', byMessage: {} };
   const collect = (chunk) => {
     const text = chunk.toString('utf8');
     if (output.all.length < 64 * 1024) output.all += text;
     for (const line of text.split('\n')) {
       if (!line.trim()) continue;
       output.count++;
+      let msg = line.slice(0, 120);
+      try {
+        msg = JSON.parse(line).msg ?? msg;
+      } catch {
+        // not a JSON log line
+      }
+      output.byMessage[msg] = (output.byMessage[msg] ?? 0) + 1;
       if (output.count <= 10) console.log(`    [${tag}] ${line.slice(0, 300)}`);
       else if (output.count === 11) console.log(`    [${tag}] (further output not shown)`);
       output.lines.push(line);
@@ -248,19 +358,21 @@ export function collectOutput(child, tag) {
 }
 
 /**
- * Runs `node <cli> <args>` as a child of the lifecycle with `env` (on top of this shell's
- * environment minus SERVER_ENV_DROPPED). `stop()` sends SIGTERM, SIGKILL after 15 s.
+ * Runs `node <nodeArgs> <cli> <args>` as a child of the lifecycle with `env` (on top of this
+ * shell's environment minus SERVER_ENV_DROPPED and the server's ANALYSIS_* / LIVE_* settings).
+ * `stdin: 'pipe'` gives the child a stdin that closes when this process goes away. `stop()`
+ * sends SIGTERM, SIGKILL after 15 s.
  */
-export function spawnCli(lifecycle, { cli, args, env, tag, cwd }) {
+export function spawnCli(lifecycle, { cli, args = [], env, tag, cwd, nodeArgs = [], stdin }) {
   const childEnv = { ...process.env };
   for (const name of SERVER_ENV_DROPPED) delete childEnv[name];
   for (const name of Object.keys(childEnv))
-    if (name.startsWith('ANALYSIS_') || name === 'SERVICE_MASTER_KEY') delete childEnv[name];
+    if (/^(ANALYSIS|LIVE)_/.test(name) || name === 'SERVICE_MASTER_KEY') delete childEnv[name];
   Object.assign(childEnv, env);
-  const child = spawn(process.execPath, [cli, ...args], {
+  const child = spawn(process.execPath, [...nodeArgs, cli, ...args], {
     cwd,
     env: childEnv,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [stdin ?? 'ignore', 'pipe', 'pipe'],
   });
   lifecycle.children.add(child);
   const output = collectOutput(child, tag);
@@ -300,7 +412,10 @@ export function spawnCli(lifecycle, { cli, args, env, tag, cwd }) {
   return handle;
 }
 
-/** `flightlog serve` on a free port, waited for until /readyz answers 200. */
+/**
+ * `flightlog serve` on a free port (node flags from BENCH_SERVER_NODE_ARGS), waited for until
+ * /readyz answers 200.
+ */
 export async function startFlightlogServer(lifecycle, { cli, env, tag = 'server', cwd }) {
   const port = await freePort();
   const adminToken = randomBytes(24).toString('hex');
@@ -308,6 +423,7 @@ export async function startFlightlogServer(lifecycle, { cli, env, tag = 'server'
   const handle = spawnCli(lifecycle, {
     cli,
     cwd,
+    nodeArgs: serverNodeArgs(),
     args: ['serve'],
     tag,
     env: {

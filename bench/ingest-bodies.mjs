@@ -1,0 +1,133 @@
+// The ingest benchmark's request bodies: the two mixes, and a pool of unique gzip bodies that
+// worker threads fill before each run (gzip of a large body costs ~0.2-0.4 ms; a run of the bare
+// HTTP baseline uses tens of thousands), so the load generator spends no CPU on data during a
+// measurement. Every body is built for one request alone: fresh batch, trace and event ids.
+
+import os from 'node:os';
+import { Worker, isMainThread, parentPort, workerData } from 'node:worker_threads';
+import { gzipSync } from 'node:zlib';
+import { monotonicFactory } from 'ulidx';
+import { createItemFactory } from './support.mjs';
+
+/**
+ * Batch mixes: `eventCount(i)` is the number of events of the i-th batch of a run, one trace
+ * snapshot per batch either way.
+ */
+export const MIXES = {
+  large: {
+    name: 'large',
+    description: '1 trace + 20 llm_call events (~400-character messages)',
+    eventCount: () => 20,
+    meanEvents: 20,
+    /** Rates (batches/s) to fill the first run's pool for; later runs use the fastest seen. */
+    initialRates: { service: 400, http: 2500, db: 800 },
+  },
+  small: {
+    name: 'small',
+    description: '1 trace + 1-3 llm_call events (what a 250 ms client flush carries)',
+    eventCount: (i) => 1 + (i % 3),
+    meanEvents: 2,
+    initialRates: { service: 800, http: 5000, db: 2000 },
+  },
+};
+
+/** `next()` → `{ batchId, item }` with fresh ids: one batch of `mix` for `agentId`. */
+export function createBatchMaker({ ulid, mix, agentId }) {
+  const makeItem = createItemFactory({ ulid, eventsPerBatch: 20 });
+  let i = 0;
+  return () => ({ batchId: ulid(), item: makeItem(agentId, MIXES[mix].eventCount(i++)) });
+}
+
+function encode({ batchId, item }) {
+  const json = JSON.stringify({ batchId, items: [item] });
+  return { gz: gzipSync(json), jsonBytes: json.length };
+}
+
+/**
+ * Values used once each, filled before a run and built on the spot (counted in `madeDuringRun`)
+ * if the run outpaces the estimate.
+ */
+export class OneShotPool {
+  constructor(make, fillAsync) {
+    this.make = make;
+    this.fillAsync = fillAsync;
+    this.items = [];
+    this.madeDuringRun = 0;
+  }
+  async fill(n) {
+    const missing = n - this.items.length;
+    if (missing > 0 && this.fillAsync) this.items.push(...(await this.fillAsync(missing)));
+    while (this.items.length < n) this.items.push(this.make());
+    this.madeDuringRun = 0;
+  }
+  next() {
+    const item = this.items.pop();
+    if (item !== undefined) return item;
+    this.madeDuringRun++;
+    return this.make();
+  }
+  drain() {
+    this.items = [];
+  }
+}
+
+/**
+ * Gzip bodies of `mix` for `agentId`, pooled: filled by up to `threads` worker threads, built in
+ * this thread when the pool runs dry during a run. `close()` ends the workers.
+ */
+export function createBodyPool({ mix, agentId, threads = Math.min(2, os.availableParallelism()) }) {
+  const ulid = monotonicFactory();
+  const makeBatch = createBatchMaker({ ulid, mix, agentId });
+  const workers = Array.from(
+    { length: threads },
+    () =>
+      new Worker(new URL(import.meta.url), {
+        workerData: { role: 'ingest-bodies', mix, agentId },
+      }),
+  );
+  for (const worker of workers) worker.unref();
+  const ask = (worker, count) =>
+    new Promise((resolve, reject) => {
+      worker.once('error', reject);
+      worker.once('message', ({ buffer, offsets, jsonBytes }) => {
+        worker.off('error', reject);
+        const bytes = Buffer.from(buffer);
+        resolve(
+          offsets.slice(1).map((end, k) => ({
+            gz: bytes.subarray(offsets[k], end),
+            jsonBytes: jsonBytes[k],
+          })),
+        );
+      });
+      worker.postMessage(count);
+    });
+  const fillAsync = async (n) => {
+    const share = Math.ceil(n / workers.length);
+    return (await Promise.all(workers.map((w) => ask(w, share)))).flat();
+  };
+  const pool = new OneShotPool(() => encode(makeBatch()), fillAsync);
+  pool.close = () => Promise.all(workers.map((w) => w.terminate()));
+  return pool;
+}
+
+if (!isMainThread && workerData?.role === 'ingest-bodies') {
+  const makeBatch = createBatchMaker({
+    ulid: monotonicFactory(),
+    mix: workerData.mix,
+    agentId: workerData.agentId,
+  });
+  parentPort.on('message', (count) => {
+    const bodies = Array.from({ length: count }, () => encode(makeBatch()));
+    const offsets = [0];
+    for (const b of bodies) offsets.push(offsets.at(-1) + b.gz.length);
+    const joined = Buffer.concat(
+      bodies.map((b) => b.gz),
+      offsets.at(-1),
+    );
+    // A fresh ArrayBuffer of exactly the bodies (Buffer.concat may use the shared pool).
+    const buffer = joined.buffer.slice(joined.byteOffset, joined.byteOffset + joined.length);
+    parentPort.postMessage({ buffer, offsets, jsonBytes: bodies.map((b) => b.jsonBytes) }, [
+      buffer,
+    ]);
+  });
+}

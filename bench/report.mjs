@@ -1,0 +1,384 @@
+// The suite's summary (run-all.mjs): one row per figure, with its same-run baseline, the ratio
+// service / baseline, the target and whether it is met, drawn from the four benchmarks' own
+// result files; the text table; and bench/results/latest.svg, a small chart written by hand.
+
+import { textTable } from './support.mjs';
+
+const num = (x) => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+const ratioOf = (value, baseline) =>
+  num(value) !== null && num(baseline) !== null && baseline > 0.05 ? value / baseline : null;
+
+/**
+ * A summary row. `meets(value)` decides the target (null: no target, or no value). Figures a
+ * benchmark did not produce keep a row with value null and `met: null`, plus `note`.
+ */
+function row({ benchmark, figure, value, unit, baseline, baselineLabel, target, meets, note }) {
+  const v = num(value);
+  return {
+    benchmark,
+    figure,
+    value: v,
+    unit,
+    baseline: num(baseline),
+    baselineLabel: baselineLabel ?? null,
+    ratio: ratioOf(v, num(baseline)),
+    target: target ?? null,
+    met: v === null || !meets ? null : Boolean(meets(v)),
+    ...(note ? { note } : {}),
+  };
+}
+
+const ENGINE_LABEL = { postgres: 'PostgreSQL', pglite: 'PGlite' };
+const DB_BASELINE = { postgres: '(b) PostgreSQL, 1 statement', pglite: '(c) PGlite, 1 statement' };
+
+function ingestRows(json) {
+  const rows = [];
+  const benchmark = 'ingest';
+  const targetRatio = json.config?.targetRatio ?? 0.8;
+  const targetP99 = json.config?.targetP99Ms ?? 50;
+  const targetRss = json.config?.targetRssBytes ?? 250e6;
+  for (const [engine, r] of Object.entries(json.engines ?? {})) {
+    const label = ENGINE_LABEL[engine] ?? engine;
+    if (r.skipped || r.error) {
+      rows.push(row({ benchmark, figure: `${label}: not measured`, note: r.skipped ?? r.error }));
+      if (r.skipped) continue;
+    }
+    let rssPeak = null;
+    for (const [mix, m] of Object.entries(r.mixes ?? {})) {
+      const at = `${label} ${mix}`;
+      if (!m.median) {
+        rows.push(row({ benchmark, figure: `${at}: not measured`, note: m.error }));
+        continue;
+      }
+      rows.push(
+        row({
+          benchmark,
+          figure: `${at}: service vs database, batches/s`,
+          value: m.median.service.batchesPerSec,
+          unit: '/s',
+          baseline: m.median.db.batchesPerSec,
+          baselineLabel: DB_BASELINE[engine],
+          target: `ratio >= ${targetRatio}`,
+          meets: (v) => v / m.median.db.batchesPerSec >= targetRatio,
+        }),
+        row({
+          benchmark,
+          figure: `${at}: service vs bare HTTP, batches/s`,
+          value: m.median.service.batchesPerSec,
+          unit: '/s',
+          baseline: m.median.http.batchesPerSec,
+          baselineLabel: '(a) bare node:http',
+        }),
+        row({
+          benchmark,
+          figure: `${at}: p99 at half rate (${m.halfRate?.rate}/s, paced)`,
+          value: m.halfRate?.paced?.p99Ms,
+          unit: 'ms',
+          target: `< ${targetP99} ms`,
+          meets: (v) => v < targetP99,
+        }),
+      );
+      rssPeak = Math.max(rssPeak ?? 0, m.serverRssPeakBytes ?? m.serverRssAtEndBytes ?? 0) || null;
+    }
+    if (rssPeak !== null)
+      rows.push(
+        row({
+          benchmark,
+          figure: `${label}: server RSS peak under load`,
+          value: rssPeak / 1e6,
+          unit: 'MB',
+          target: `< ${targetRss / 1e6} MB`,
+          meets: (v) => v < targetRss / 1e6,
+        }),
+      );
+  }
+  return rows;
+}
+
+function liveRows(json) {
+  const rows = [];
+  const benchmark = 'live';
+  const t = json.config?.targets ?? { p99Ms: 50, replayMs: 250, idleKiB: 30 };
+  for (const [bus, r] of Object.entries(json.buses ?? {})) {
+    const label = bus === 'memory' ? 'in-process bus' : `${bus} bus`;
+    if (r.skipped) {
+      rows.push(row({ benchmark, figure: `${label}: not measured`, note: r.skipped }));
+      continue;
+    }
+    if (r.error) rows.push(row({ benchmark, figure: `${label}: failed`, note: r.error }));
+    const d = r.delivery;
+    if (d)
+      rows.push(
+        row({
+          benchmark,
+          figure: `${label}: delivery p99 from the 202`,
+          value: d.service?.fromReply?.p99,
+          unit: 'ms',
+          baseline: d.baseline?.fromReply?.p99,
+          baselineLabel: bus === 'memory' ? 'bare node:http SSE' : 'bare XADD/XREAD',
+          target: `< ${t.p99Ms} ms`,
+          meets: (v) => v < t.p99Ms,
+        }),
+      );
+    const replay = r.replay;
+    if (replay) {
+      const cut = replay.service?.medianMs === null || replay.service?.medianMs === undefined;
+      rows.push(
+        row({
+          benchmark,
+          figure: `${label}: replay of 1000 to a new stream`,
+          value: cut ? replay.serviceRaisedCap?.medianMs : replay.service?.medianMs,
+          unit: 'ms',
+          baseline: replay.baseline?.medianMs,
+          baselineLabel: bus === 'memory' ? 'bare node:http' : 'bare node:http + XRANGE',
+          target: `< ${t.replayMs} ms`,
+          meets: (v) => !cut && v < t.replayMs,
+          note: cut ? 'cut by the default queue cap; figure with a 64 MiB cap' : undefined,
+        }),
+      );
+    }
+    if (r.idle)
+      rows.push(
+        row({
+          benchmark,
+          figure: `${label}: memory per idle stream`,
+          value: num(r.idle.service?.kibPerStream) && (r.idle.service.kibPerStream * 1024) / 1000,
+          unit: 'KB',
+          baseline:
+            num(r.idle.baseline?.kibPerStream) && (r.idle.baseline.kibPerStream * 1024) / 1000,
+          baselineLabel: 'bare node:http SSE',
+          target: `< ${t.idleKiB} KB`,
+          meets: (v) => v < t.idleKiB,
+        }),
+      );
+  }
+  return rows;
+}
+
+function clientRows(json) {
+  const benchmark = 'client';
+  const [ours, ...peers] = json.record ?? [];
+  if (!ours) return [row({ benchmark, figure: 'client: not measured' })];
+  const fastestPeer = Math.min(...peers.map((p) => p.callNsMedian));
+  const rows = peers.map((peer) =>
+    row({
+      benchmark,
+      figure: `recording one event vs ${peer.library.split(' ')[0]}`,
+      value: ours.callNsMedian,
+      unit: 'ns',
+      baseline: peer.callNsMedian,
+      baselineLabel: peer.library,
+      target: '< 2000 ns and <= peers',
+      meets: (v) => v < 2000 && v <= fastestPeer,
+    }),
+  );
+  const longest = Math.max(...(json.stall ?? []).map((s) => s.longestStallMs ?? 0));
+  if (json.stall?.length)
+    rows.push(
+      row({
+        benchmark,
+        figure: 'longest event-loop stall flushing 100 KB',
+        value: longest,
+        unit: 'ms',
+        target: '< 5 ms',
+        meets: (v) => v < 5,
+      }),
+    );
+  return rows;
+}
+
+function analysisRows(json) {
+  const benchmark = 'analysis';
+  const target = json.config?.targetDelayMs ?? 1000;
+  const delay = (key, label) =>
+    json.delay?.[key] &&
+    row({
+      benchmark,
+      figure: `delay to the autopsy, median (${label})`,
+      value: json.delay[key].medianMs,
+      unit: 'ms',
+      target: `< ${target} ms`,
+      meets: (v) => v < target,
+    });
+  const jobs = (key, label) =>
+    json.throughput?.[key] &&
+    row({
+      benchmark,
+      figure: `jobs/s, ${label}`,
+      value: json.throughput[key].medianJobsPerSec,
+      unit: '/s',
+      baseline: json.throughput.baseline?.medianJobsPerSec,
+      baselineLabel: 'analyzer in-process, no queue',
+    });
+  return [
+    delay('inProcessWorker', 'in-server worker'),
+    delay('standAloneWorker', 'stand-alone worker'),
+    jobs('oneWorker', '1 worker process'),
+    jobs('twoWorkers', '2 worker processes'),
+  ].filter(Boolean);
+}
+
+export const SUMMARISE = {
+  ingest: ingestRows,
+  live: liveRows,
+  client: clientRows,
+  analysis: analysisRows,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Text.
+
+const fmt = (x, unit) => {
+  if (x === null || x === undefined) return 'n/a';
+  const digits = Math.abs(x) >= 100 ? 0 : Math.abs(x) >= 10 ? 1 : 2;
+  return `${x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })}${unit === '/s' ? '/s' : ` ${unit ?? ''}`}`.trim();
+};
+
+export function summaryTable(rows) {
+  const table = [['benchmark', 'figure', 'value', 'baseline', 'ratio', 'target', 'met?']];
+  for (const r of rows)
+    table.push([
+      r.benchmark,
+      r.figure,
+      fmt(r.value, r.unit),
+      r.baseline === null ? '' : `${fmt(r.baseline, r.unit)} ${r.baselineLabel ?? ''}`.trim(),
+      r.ratio === null ? '' : r.ratio.toFixed(2),
+      r.target ?? '',
+      r.met === null ? (r.note ? 'n/a' : '') : r.met ? 'met' : 'MISSED',
+    ]);
+  const notes = rows.filter((r) => r.note).map((r) => `  ${r.benchmark}: ${r.figure}: ${r.note}`);
+  return `${textTable(table, (c) => c < 2 || c === 3 || c === 5)}${notes.length ? `\n${notes.join('\n')}` : ''}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The chart: ingest throughput of the service and its baselines per engine and mix (bars, one
+// scale per mix), and p99 latencies against the 50 ms target.
+
+const esc = (s) =>
+  String(s).replace(
+    /[&<>"]/g,
+    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c],
+  );
+const COLORS = { service: '#2563eb', http: '#9ca3af', db: '#f59e0b', target: '#dc2626' };
+
+export function renderSvg(latest) {
+  const W = 760;
+  const labelW = 250;
+  const barMax = W - labelW - 150;
+  const parts = [];
+  let y = 28;
+  const text = (x, ty, s, attrs = '') =>
+    parts.push(`<text x="${+x.toFixed(1)}" y="${ty}"${attrs ? ` ${attrs}` : ''}>${esc(s)}</text>`);
+  const bar = (ty, width, color, label, value) => {
+    text(labelW - 8, ty + 11, label, 'text-anchor="end"');
+    parts.push(
+      `<rect x="${labelW}" y="${ty}" width="${Math.max(1, width).toFixed(1)}" height="14" fill="${color}"/>`,
+    );
+    text(labelW + Math.max(1, width) + 6, ty + 11, value);
+  };
+  text(12, y, 'Flightlog benchmark suite', 'font-size="16" font-weight="bold"');
+  y += 24;
+
+  // Ingest throughput.
+  const ingest = latest.results?.ingest;
+  const engines = Object.entries(ingest?.engines ?? {}).filter(([, r]) => r.mixes);
+  const mixes = [...new Set(engines.flatMap(([, r]) => Object.keys(r.mixes)))];
+  text(
+    12,
+    y,
+    'Ingest throughput, batches/s (median of the rounds; one scale per mix)',
+    'font-weight="bold"',
+  );
+  y += 10;
+  for (const mix of mixes) {
+    const sets = engines.map(([engine, r]) => [engine, r.mixes[mix]?.median]).filter(([, m]) => m);
+    const max = Math.max(
+      ...sets.flatMap(([, m]) => [m.service, m.http, m.db].map((s) => s.batchesPerSec ?? 0)),
+      1,
+    );
+    y += 16;
+    text(
+      12,
+      y,
+      `${mix} batches: ${ingest.engines[sets[0]?.[0]]?.mixes?.[mix]?.description ?? ''}`,
+      'font-style="italic"',
+    );
+    y += 6;
+    for (const [engine, m] of sets) {
+      const name = ENGINE_LABEL[engine] ?? engine;
+      for (const [side, label] of [
+        ['service', `${name}: service`],
+        ['db', `${name}: ${engine === 'postgres' ? '(b)' : '(c)'} database only`],
+        ['http', `${name}: (a) bare node:http`],
+      ]) {
+        const v = m[side].batchesPerSec ?? 0;
+        const ratio =
+          side === 'service' ? '' : ` (service ${(m.service.batchesPerSec / v).toFixed(2)}x)`;
+        bar(y, (v / max) * barMax, COLORS[side], label, `${Math.round(v)}${ratio}`);
+        y += 18;
+      }
+      y += 4;
+    }
+  }
+
+  // p99 latencies vs the target.
+  const lat = [];
+  for (const [engine, r] of engines)
+    for (const [mix, m] of Object.entries(r.mixes))
+      if (num(m.halfRate?.paced?.p99Ms) !== null)
+        lat.push([
+          `ingest ${ENGINE_LABEL[engine] ?? engine} ${mix}, half rate`,
+          m.halfRate.paced.p99Ms,
+        ]);
+  for (const [bus, r] of Object.entries(latest.results?.live?.buses ?? {}))
+    if (num(r.delivery?.service?.fromReply?.p99) !== null)
+      lat.push([
+        `live ${bus === 'memory' ? 'in-process' : bus} bus delivery`,
+        r.delivery.service.fromReply.p99,
+      ]);
+  const target = 50;
+  y += 20;
+  text(12, y, `p99 latency, ms (target < ${target} ms, red line)`, 'font-weight="bold"');
+  y += 12;
+  const scale = Math.max(target * 1.25, ...lat.map(([, v]) => v));
+  const top = y;
+  for (const [label, v] of lat) {
+    bar(
+      y,
+      (Math.max(0, v) / scale) * barMax,
+      v < target ? COLORS.service : COLORS.target,
+      label,
+      `${v.toFixed(1)} ms`,
+    );
+    y += 18;
+  }
+  const tx = labelW + (target / scale) * barMax;
+  parts.push(
+    `<line x1="${tx.toFixed(1)}" y1="${top - 4}" x2="${tx.toFixed(1)}" y2="${y}" stroke="${COLORS.target}" stroke-dasharray="4 3"/>`,
+  );
+  text(tx + 3, top - 6, `${target} ms`, `fill="${COLORS.target}"`);
+
+  // Caption.
+  const m = latest.machine ?? {};
+  y += 22;
+  text(
+    12,
+    y,
+    `${latest.date?.slice(0, 10) ?? ''} · ${m.cpuModel ?? '?'} · ${m.cores ?? '?'} cores · Node ${m.node ?? '?'} · ${m.platform ?? ''}` +
+      (latest.quick ? ' · QUICK SMOKE RUN (not for figures)' : ''),
+    'fill="#555"',
+  );
+  y += 16;
+  text(
+    12,
+    y,
+    'Service and baselines measured in the same run, interleaved; load generator on the same machine.',
+    'fill="#555"',
+  );
+  y += 14;
+  return (
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${y}" viewBox="0 0 ${W} ${y}" ` +
+    `font-family="system-ui, sans-serif" font-size="12">\n` +
+    `<rect width="100%" height="100%" fill="#fff"/>\n${parts.join('\n')}\n</svg>\n`
+  );
+}

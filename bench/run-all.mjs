@@ -1,0 +1,204 @@
+// The benchmark suite (`npm run bench`): runs ingest.mjs, live.mjs, client.mjs and analysis.mjs
+// one after the other as child processes, each with bounded durations, each with its baselines
+// in the same run (see each file), then prints one summary table (figure, value, baseline, ratio,
+// target, met) and writes the figures to bench/results/latest.json and a chart to
+// bench/results/latest.svg. Every benchmark still writes its own bench/results/<name>-latest.json.
+//
+// Knobs reach the benchmarks as their own BENCH_* variables. A variable BENCH_<NAME>_<KNOB> (e.g.
+// BENCH_INGEST_SECONDS, BENCH_CLIENT_ROUNDS) sets BENCH_<KNOB> for that benchmark alone; the
+// suite's defaults below apply where neither is set (BENCH_SECONDS=2 shortens ingest and live).
+//
+//   BENCH_ONLY=ingest,live          run only these (the others' figures are left out)
+//   BENCH_QUICK=1                   a smoke run: 1 round of 1 s, fewer samples; marked as such
+//                                   in the table, latest.json and the chart; not for figures
+//   BENCH_SUITE_TIMEOUT_SECONDS     stops the suite (default 1200)
+//   node bench/run-all.mjs --report-only   rebuilds table, latest.json and latest.svg from the
+//                                   existing <name>-latest.json files without running anything
+
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { SUMMARISE, renderSvg, summaryTable } from './report.mjs';
+import { envNumber, machineInfo, writeJsonAtomic } from './support.mjs';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const RESULTS = join(ROOT, 'bench/results');
+const QUICK = ['1', 'true', 'yes'].includes(process.env.BENCH_QUICK?.trim().toLowerCase());
+const REPORT_ONLY = process.argv.includes('--report-only');
+const SUITE_TIMEOUT = envNumber('BENCH_SUITE_TIMEOUT_SECONDS', 1200, 60, 7200);
+
+/**
+ * The benchmarks, in order, with the suite's defaults (chosen so the whole suite stays under
+ * 10 minutes on a 2-core machine: ~5 min ingest, ~1.5 min live, ~0.7 min client, ~1.5 min
+ * analysis) and the quick smoke-run settings.
+ */
+const BENCHMARKS = [
+  {
+    name: 'ingest',
+    defaults: { BENCH_SECONDS: '4', BENCH_ROUNDS: '3', BENCH_WARMUP_SECONDS: '1' },
+    quick: { BENCH_SECONDS: '1', BENCH_ROUNDS: '1', BENCH_WARMUP_SECONDS: '0' },
+  },
+  {
+    name: 'live',
+    defaults: { BENCH_SECONDS: '5', BENCH_WARMUP_SECONDS: '1' },
+    quick: { BENCH_SECONDS: '2', BENCH_WARMUP_SECONDS: '1', BENCH_IDLE_STREAMS: '1000' },
+  },
+  {
+    name: 'client',
+    // 1,000 calls a round: langfuse's queued work takes ~5 ms per event, 2,000 took 80 s.
+    defaults: { BENCH_EVENTS: '1000' },
+    quick: { BENCH_ROUNDS: '3', BENCH_EVENTS: '500', BENCH_FLUSHES: '5' },
+  },
+  {
+    name: 'analysis',
+    defaults: { BENCH_JOBS: '200', BENCH_ROUNDS: '3', BENCH_DELAY_SAMPLES: '50' },
+    quick: { BENCH_JOBS: '30', BENCH_ROUNDS: '1', BENCH_DELAY_SAMPLES: '10' },
+  },
+];
+
+const only = process.env.BENCH_ONLY?.trim()
+  ? process.env.BENCH_ONLY.split(',').map((s) => s.trim())
+  : null;
+const selected = BENCHMARKS.filter((b) => !only || only.includes(b.name));
+
+/** The environment of one benchmark: BENCH_<NAME>_<KNOB> over BENCH_<KNOB> over the defaults. */
+function envFor(bench) {
+  const env = { ...process.env };
+  const prefix = `BENCH_${bench.name.toUpperCase()}_`;
+  const own = {};
+  for (const [name, value] of Object.entries(process.env))
+    if (name.startsWith(prefix)) own[`BENCH_${name.slice(prefix.length)}`] = value;
+  for (const [name, value] of Object.entries(QUICK ? bench.quick : bench.defaults))
+    if (env[name] === undefined || QUICK) env[name] = value;
+  Object.assign(env, own);
+  const knobs = Object.fromEntries(
+    Object.entries(env).filter(
+      ([name]) =>
+        /^BENCH_[A-Z_]+$/.test(name) &&
+        !/^BENCH_(INGEST|LIVE|CLIENT|ANALYSIS)_/.test(name) &&
+        !['BENCH_ONLY', 'BENCH_QUICK', 'BENCH_SUITE_TIMEOUT_SECONDS'].includes(name) &&
+        !/URL$/.test(name),
+    ),
+  );
+  return { env, knobs };
+}
+
+let current;
+let stopping = false;
+function stopCurrent(reason) {
+  if (stopping) return;
+  stopping = true;
+  console.error(`\n!!! ${reason}: stopping the running benchmark`);
+  current?.kill('SIGTERM');
+}
+process.on('SIGINT', () => stopCurrent('interrupted')); // the child gets the terminal's SIGINT too
+process.on('SIGTERM', () => stopCurrent('terminated'));
+
+function runBenchmark(bench, env) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(ROOT, 'bench', `${bench.name}.mjs`)], {
+      cwd: ROOT,
+      env,
+      stdio: 'inherit',
+    });
+    current = child;
+    child.once('exit', (code, signal) => {
+      current = undefined;
+      resolve({ code, signal });
+    });
+  });
+}
+
+function readResult(name, since) {
+  const file = join(RESULTS, `${name}-latest.json`);
+  if (!existsSync(file)) return { json: null, fresh: false };
+  const json = JSON.parse(readFileSync(file, 'utf8'));
+  const date = Date.parse(json.date ?? json.measuredAt ?? '');
+  return { json, fresh: since === undefined || date >= since };
+}
+
+async function main() {
+  const started = performance.now();
+  const runs = [];
+  const results = {};
+  const watchdog = setTimeout(
+    () => stopCurrent(`SUITE TIMED OUT after ${SUITE_TIMEOUT} s`),
+    SUITE_TIMEOUT * 1000,
+  );
+  watchdog.unref();
+  for (const bench of selected) {
+    if (REPORT_ONLY) {
+      const { json } = readResult(bench.name);
+      if (json) results[bench.name] = json;
+      runs.push({ name: bench.name, reportOnly: true, measuredAt: json?.date ?? json?.measuredAt });
+      continue;
+    }
+    if (stopping) {
+      runs.push({ name: bench.name, skipped: 'suite stopped' });
+      continue;
+    }
+    const { env, knobs } = envFor(bench);
+    console.log(
+      `\n${'='.repeat(78)}\n== ${bench.name}: ${JSON.stringify(knobs)}\n${'='.repeat(78)}`,
+    );
+    const t0 = Date.now();
+    const exit = await runBenchmark(bench, env);
+    const seconds = Math.round((Date.now() - t0) / 100) / 10;
+    const { json, fresh } = readResult(bench.name, t0);
+    const run = { name: bench.name, knobs, seconds, exit, resultFresh: fresh };
+    if (fresh) results[bench.name] = json;
+    else console.error(`\n!!! ${bench.name} wrote no result (exit ${JSON.stringify(exit)})`);
+    runs.push(run);
+  }
+  clearTimeout(watchdog);
+
+  const summary = Object.entries(results).flatMap(([name, json]) => SUMMARISE[name](json));
+  const missing = runs.filter((r) => !results[r.name]).map((r) => r.name);
+  const meta = machineInfo(ROOT);
+  const latest = {
+    date: meta.date,
+    quick: QUICK,
+    reportOnly: REPORT_ONLY,
+    machine: {
+      cpuModel: meta.cpuModel,
+      cores: meta.cores,
+      memoryBytes: meta.memoryBytes,
+      node: meta.node,
+      platform: meta.platform,
+    },
+    gitCommit: meta.gitCommit,
+    totalSeconds: Math.round((performance.now() - started) / 100) / 10,
+    runs,
+    missing,
+    summary,
+    targets: {
+      met: summary.filter((r) => r.met === true).length,
+      missed: summary.filter((r) => r.met === false).map((r) => `${r.benchmark}: ${r.figure}`),
+    },
+    results,
+  };
+  writeJsonAtomic(join(RESULTS, 'latest.json'), latest);
+  writeFileSync(join(RESULTS, 'latest.svg'), renderSvg(latest));
+
+  console.log(
+    `\n${'='.repeat(78)}\nFlightlog benchmark suite — ${latest.date}, ${meta.cpuModel} x ${meta.cores}, ` +
+      `node ${meta.node}${QUICK ? '  *** QUICK SMOKE RUN: not for figures ***' : ''}\n` +
+      `ratio = service / baseline, both measured in the same run (medians of interleaved rounds)\n`,
+  );
+  console.log(summaryTable(summary));
+  for (const r of runs)
+    if (!r.reportOnly)
+      console.log(
+        `  ${r.name}: ${r.seconds ?? '-'} s${r.exit && r.exit.code !== 0 ? `, exit ${JSON.stringify(r.exit)}` : ''}`,
+      );
+  if (missing.length) console.log(`\n!!! no figures from: ${missing.join(', ')}`);
+  console.log(
+    `\n${latest.targets.met} targets met, ${latest.targets.missed.length} missed; total ${latest.totalSeconds} s\n` +
+      'wrote bench/results/latest.json and bench/results/latest.svg',
+  );
+  process.exitCode = missing.length > 0 || stopping ? 1 : 0;
+}
+
+await main();
