@@ -1,20 +1,23 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import type { EncryptedPayload } from '@flightlog/protocol';
+import { createCipheriv, randomBytes } from 'node:crypto';
+import {
+  openPayloadEnvelope,
+  parseEnvelopeKey,
+  PAYLOAD_ENVELOPE_ALGORITHM,
+  type EncryptedPayload,
+} from '@flightlog/protocol';
 
 /** The envelope's algorithm name; it doubles as the format version. */
-export const PAYLOAD_ALGORITHM = 'AES-256-GCM';
+export const PAYLOAD_ALGORITHM = PAYLOAD_ENVELOPE_ALGORITHM;
 const KEY_BYTES = 32;
 const IV_BYTES = 12;
-const TAG_BYTES = 16;
-const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 
 /** What became of `SERVICE_MASTER_KEY`. */
 export type MasterKey =
   { kind: 'absent' } | { kind: 'valid'; key: Buffer } | { kind: 'invalid'; reason: string };
 
 /**
- * Reads a master key: 32 bytes in standard or URL-safe base64 (padding optional). Anything else
- * is `invalid`, never silently used: a key that decodes to 31 bytes is a typo, not a key.
+ * Reads a master key: 32 bytes, raw or in standard or URL-safe base64 (padding optional). Anything
+ * else is `invalid`, never silently used: a key that decodes to 31 bytes is a typo, not a key.
  */
 export function parseMasterKey(value: string | Uint8Array | undefined): MasterKey {
   if (value === undefined) return { kind: 'absent' };
@@ -23,16 +26,10 @@ export function parseMasterKey(value: string | Uint8Array | undefined): MasterKe
       ? { kind: 'valid', key: Buffer.from(value) }
       : { kind: 'invalid', reason: `the key has ${value.byteLength} bytes, not ${KEY_BYTES}` };
   }
-  const text = value.trim();
-  if (text === '') return { kind: 'invalid', reason: 'the key is empty' };
-  if (!BASE64.test(text)) return { kind: 'invalid', reason: 'the key is not base64' };
-  const key = Buffer.from(text.replace(/-/g, '+').replace(/_/g, '/'), 'base64');
-  if (key.byteLength !== KEY_BYTES)
-    return {
-      kind: 'invalid',
-      reason: `the key decodes to ${key.byteLength} bytes, not ${KEY_BYTES}`,
-    };
-  return { kind: 'valid', key };
+  const parsed = parseEnvelopeKey(value);
+  return parsed.ok
+    ? { kind: 'valid', key: parsed.key }
+    : { kind: 'invalid', reason: parsed.reason.replace(/^it\b/, 'the key') };
 }
 
 /** Bytes of the envelope's JSON for a payload whose JSON has `plainBytes` bytes (for accounting). */
@@ -61,17 +58,6 @@ export type DecryptOutcome =
   | { kind: 'ok'; payload: Record<string, unknown> }
   | { kind: 'failed'; reason: 'invalid-key' | 'malformed' | 'authentication-failed' };
 
-function isEnvelope(value: unknown): value is EncryptedPayload {
-  if (typeof value !== 'object' || value === null) return false;
-  const v = value as Record<string, unknown>;
-  return (
-    v.alg === PAYLOAD_ALGORITHM &&
-    typeof v.iv === 'string' &&
-    typeof v.tag === 'string' &&
-    typeof v.ciphertext === 'string'
-  );
-}
-
 /**
  * Opens an encrypted event payload (for the dashboard side). `payload` is the event's payload as
  * stored when `payloadEncrypted` is true: `{alg: "AES-256-GCM", iv, tag, ciphertext}`, base64
@@ -82,28 +68,10 @@ function isEnvelope(value: unknown): value is EncryptedPayload {
 export function decryptPayload(payload: unknown, key: string | Uint8Array): DecryptOutcome {
   const parsed = parseMasterKey(key);
   if (parsed.kind !== 'valid') return { kind: 'failed', reason: 'invalid-key' };
-  if (!isEnvelope(payload)) return { kind: 'failed', reason: 'malformed' };
-  const iv = Buffer.from(payload.iv, 'base64');
-  const tag = Buffer.from(payload.tag, 'base64');
-  if (iv.byteLength !== IV_BYTES || tag.byteLength !== TAG_BYTES)
-    return { kind: 'failed', reason: 'malformed' };
-  let json: string;
-  try {
-    const decipher = createDecipheriv('aes-256-gcm', parsed.key, iv);
-    decipher.setAuthTag(tag);
-    json = Buffer.concat([
-      decipher.update(Buffer.from(payload.ciphertext, 'base64')),
-      decipher.final(),
-    ]).toString('utf8');
-  } catch {
-    return { kind: 'failed', reason: 'authentication-failed' };
-  }
-  try {
-    const value: unknown = JSON.parse(json);
-    if (typeof value === 'object' && value !== null && !Array.isArray(value))
-      return { kind: 'ok', payload: value as Record<string, unknown> };
-  } catch {
-    // authenticated but not JSON: not an envelope this client wrote
-  }
-  return { kind: 'failed', reason: 'malformed' };
+  const opened = openPayloadEnvelope(payload, parsed.key);
+  if (opened.ok) return { kind: 'ok', payload: opened.payload };
+  return {
+    kind: 'failed',
+    reason: opened.reason === 'authentication-failed' ? 'authentication-failed' : 'malformed',
+  };
 }
