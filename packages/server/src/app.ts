@@ -6,6 +6,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { randomFillSync } from 'node:crypto';
 import { monotonicFactory } from 'ulidx';
 import { ApiKeyResolver } from './auth/api-key-resolver.js';
+import { KeyGuessLimiter } from './auth/key-guess-limiter.js';
 import { createIdentityVerifier, type IdentityVerifier } from './auth/identity.js';
 import type { Config } from './config.js';
 import { adminRoutes } from './http/admin-routes.js';
@@ -122,6 +123,12 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   const apiKeys = new ApiKeyResolver(store.agents, {
     ttlMs: config.apiKeyCacheMs,
     maxEntries: 10_000,
+    guesses: new KeyGuessLimiter({
+      maxFailures: config.apiKeyMaxFailures,
+      windowMs: config.apiKeyFailureWindowMs,
+      maxAddresses: 10_000,
+    }),
+    onLookup: (found) => metrics.apiKeyLookups.inc({ result: found ? 'found' : 'unknown' }),
   });
   const identity = createIdentityVerifier({
     ...(config.jwtSecret ? { secret: config.jwtSecret } : {}),

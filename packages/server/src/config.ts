@@ -18,6 +18,10 @@ export interface Config {
   /** Largest request body, both as received and after gzip inflation. */
   maxBodyBytes: number;
   apiKeyCacheMs: number;
+  /** Failed API key authentications one client address may make per window before `429`. */
+  apiKeyMaxFailures: number;
+  /** The window of `apiKeyMaxFailures`, from an address's first failure. */
+  apiKeyFailureWindowMs: number;
   analysisGraceMs: number;
   /** Run an analysis worker inside the server process (`ANALYSIS_WORKER=on`). */
   analysisWorker: boolean;
@@ -181,6 +185,8 @@ export function loadConfig(env: Env = process.env): Config {
     jwtAudience: text(env, 'JWT_AUDIENCE'),
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 5 * 1024 * 1024, 1_024, 1024 * 1024 * 1024),
     apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 2_000, 0, 5_000),
+    apiKeyMaxFailures: integer(env, 'API_KEY_MAX_FAILURES', 20, 1, 1_000_000),
+    apiKeyFailureWindowMs: integer(env, 'API_KEY_FAILURE_WINDOW_MS', 60_000, 1_000, 86_400_000),
     ...analysisSettings(env),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),

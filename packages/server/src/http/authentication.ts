@@ -17,20 +17,41 @@ declare module 'fastify' {
 
 type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
 
-/** onRequest hook of the write routes: the API key fixes the agent. */
-export function requireApiKey(resolver: ApiKeyResolver): Hook {
+/**
+ * onRequest hook of the write routes: the API key fixes the agent. A request without an
+ * `Authorization` header guesses nothing and gets its `401`; with one, a key that is not valid
+ * counts against the client address, and past the address's limit the answer is `429` with
+ * `Retry-After` (counted in `onRefused`) instead of `401`, without the store being asked. The
+ * address is `request.ip`, the socket's peer: the app does not set Fastify's `trustProxy`, so an
+ * `X-Forwarded-For` a guesser could vary at will is not believed.
+ */
+export function requireApiKey(resolver: ApiKeyResolver, onRefused: () => void = () => {}): Hook {
   return async (request) => {
-    const key = bearerCredential(request.headers.authorization);
-    if (!key)
+    const header = request.headers.authorization;
+    if (header === undefined || header.trim() === '')
+      throw new FlightlogError('unauthorized', SEND_API_KEY);
+    const key = bearerCredential(header);
+    const check = await resolver.authenticate(key ?? '', request.ip);
+    if (check.ok) {
+      request.agent = check.key;
+      return;
+    }
+    if (check.reason === 'too-many-failures') {
+      onRefused();
       throw new FlightlogError(
-        'unauthorized',
-        'Send the agent API key as Authorization: Bearer <API_KEY>.',
+        'too-many-requests',
+        'Too many requests with an API key that is not valid came from this address; try again later.',
+        { retryAfterSeconds: check.retryAfterSeconds },
       );
-    const agent = await resolver.resolve(key);
-    if (!agent) throw new FlightlogError('unauthorized', 'The API key is unknown or revoked.');
-    request.agent = agent;
+    }
+    throw new FlightlogError(
+      'unauthorized',
+      key === undefined ? SEND_API_KEY : 'The API key is unknown or revoked.',
+    );
   };
 }
+
+const SEND_API_KEY = 'Send the agent API key as Authorization: Bearer <API_KEY>.';
 
 /** onRequest hook of the dashboard routes: an identity JWT names the user. */
 export function requireUser(identity: IdentityVerifier): Hook {

@@ -26,6 +26,7 @@ const errors = {
   409: ProblemSchema,
   413: ProblemSchema,
   415: ProblemSchema,
+  429: ProblemSchema,
   503: ProblemSchema,
 };
 
@@ -40,7 +41,10 @@ export const ingestRoutes: FastifyPluginAsyncTypebox<IngestRoutesOptions> = asyn
   options,
 ) => {
   const { ingest, metrics } = options;
-  app.addHook('onRequest', requireApiKey(options.apiKeys));
+  app.addHook(
+    'onRequest',
+    requireApiKey(options.apiKeys, () => metrics.apiKeyGuessesRefused.inc()),
+  );
 
   app.post(
     '/v1/traces/batch',

@@ -39,6 +39,21 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly apiKeyLookups = new Counter({
+    name: 'flightlog_api_key_lookups_total',
+    help: 'API keys looked up in the store (not answered by the key cache), by result: found or unknown',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
+  readonly apiKeyGuessesRefused = new Counter({
+    name: 'flightlog_api_key_guesses_refused_total',
+    help:
+      'Requests with an API key that is not valid refused with 429, without a store lookup, ' +
+      'because their client address failed API key authentication too often',
+    registers: [this.registry],
+  });
+
   readonly livePublishFailures = new Counter({
     name: 'flightlog_live_publish_failures_total',
     help: 'Accepted batches whose live publish failed or timed out (they are stored regardless)',

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ApiKeyResolver } from '../../src/auth/api-key-resolver.js';
-import { hashSecret } from '../../src/auth/secrets.js';
+import { KeyGuessLimiter } from '../../src/auth/key-guess-limiter.js';
+import { generateApiKey, hashSecret } from '../../src/auth/secrets.js';
 import type { AgentStore } from '../../src/store/agent-store.js';
 
 /** An in-memory key table standing in for the store (the real one is tested on both engines). */
@@ -91,5 +92,125 @@ describe('ApiKeyResolver', () => {
     expect(table.lookups()).toBe(3);
     await resolver.resolve('k1');
     expect(table.lookups()).toBe(4);
+  });
+});
+
+/** A resolver with a guess limiter (3 failures per 60 s), both on a clock moved by hand. */
+function guarded(table: ReturnType<typeof keyTable>, maxEntries = 100) {
+  const clock = { now: 1_000 };
+  const now = () => clock.now;
+  const resolver = new ApiKeyResolver(table.store, {
+    ttlMs: 2_000,
+    maxEntries,
+    now,
+    guesses: new KeyGuessLimiter({ maxFailures: 3, windowMs: 60_000, maxAddresses: 100, now }),
+  });
+  return { resolver, clock };
+}
+
+const ADDRESS = '203.0.113.5';
+
+describe('ApiKeyResolver.authenticate', () => {
+  it('refuses an address past its failures without asking the store, but lets known valid keys through', async () => {
+    const table = keyTable();
+    const valid = generateApiKey();
+    table.keys.set(hashSecret(valid), { agentId: 'a', keyId: 'key_a' });
+    const { resolver, clock } = guarded(table);
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ ok: true });
+    for (let i = 0; i < 3; i++)
+      expect(await resolver.authenticate(generateApiKey(), ADDRESS)).toEqual({
+        ok: false,
+        reason: 'unknown',
+      });
+    const lookups = table.lookups();
+    expect(await resolver.authenticate(generateApiKey(), ADDRESS)).toEqual({
+      ok: false,
+      reason: 'too-many-failures',
+      retryAfterSeconds: 60,
+    });
+    expect(table.lookups()).toBe(lookups);
+    // another address is not concerned
+    expect(await resolver.authenticate(generateApiKey(), '203.0.113.6')).toMatchObject({
+      reason: 'unknown',
+    });
+    // a valid key passes from the refused address, from the cache...
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ ok: true });
+    // ...and once its cache entry expired too: a key seen valid is no guess
+    clock.now += 2_000;
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ ok: true });
+    // a valid key this instance never saw is indistinguishable from a guess: it waits
+    const unseen = generateApiKey();
+    table.keys.set(hashSecret(unseen), { agentId: 'a', keyId: 'key_b' });
+    expect(await resolver.authenticate(unseen, ADDRESS)).toMatchObject({
+      reason: 'too-many-failures',
+      retryAfterSeconds: 58,
+    });
+    clock.now += 58_000; // the window (from the first failure) has ended
+    expect(await resolver.authenticate(generateApiKey(), ADDRESS)).toMatchObject({
+      reason: 'unknown',
+    });
+    expect(await resolver.authenticate(unseen, ADDRESS)).toMatchObject({ ok: true });
+  });
+
+  it('counts malformed keys and cached misses without a lookup', async () => {
+    const table = keyTable();
+    const { resolver } = guarded(table);
+    const wrong = generateApiKey();
+    expect(await resolver.authenticate('', ADDRESS)).toMatchObject({ reason: 'unknown' });
+    expect(await resolver.authenticate('flk_short', ADDRESS)).toMatchObject({ reason: 'unknown' });
+    expect(await resolver.authenticate(wrong, ADDRESS)).toMatchObject({ reason: 'unknown' });
+    expect(table.lookups()).toBe(1);
+    expect(await resolver.authenticate(wrong, ADDRESS)).toMatchObject({
+      reason: 'too-many-failures',
+    });
+    expect(table.lookups()).toBe(1);
+  });
+
+  it('lets no more lookups through than the limit, however many guesses arrive at once', async () => {
+    const table = keyTable();
+    const { resolver } = guarded(table);
+    const results = await Promise.all(
+      Array.from({ length: 50 }, () => resolver.authenticate(generateApiKey(), ADDRESS)),
+    );
+    expect(table.lookups()).toBe(3);
+    expect(results.filter((r) => !r.ok && r.reason === 'unknown')).toHaveLength(3);
+    expect(results.filter((r) => !r.ok && r.reason === 'too-many-failures')).toHaveLength(47);
+  });
+
+  it('counts a key revoked since it was cached, and not a lookup the store failed', async () => {
+    const table = keyTable();
+    const valid = generateApiKey();
+    table.keys.set(hashSecret(valid), { agentId: 'a', keyId: 'key_a' });
+    const { resolver, clock } = guarded(table);
+    await resolver.authenticate(valid, ADDRESS);
+    const agentForKey = table.store.agentForKey.bind(table.store);
+    table.store.agentForKey = async () => {
+      throw new Error('store down');
+    };
+    for (let i = 0; i < 5; i++)
+      await expect(resolver.authenticate(generateApiKey(), ADDRESS)).rejects.toThrow('store down');
+    table.store.agentForKey = agentForKey;
+    expect(await resolver.authenticate(generateApiKey(), ADDRESS)).toMatchObject({
+      reason: 'unknown',
+    });
+    table.keys.delete(hashSecret(valid)); // revoked elsewhere
+    clock.now += 2_000;
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ reason: 'unknown' });
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ reason: 'unknown' });
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({
+      reason: 'too-many-failures',
+    });
+  });
+
+  it('keeps valid keys cached however many wrong keys come (misses are cached apart)', async () => {
+    const table = keyTable();
+    const valid = generateApiKey();
+    table.keys.set(hashSecret(valid), { agentId: 'a', keyId: 'key_a' });
+    const { resolver } = guarded(table, 2);
+    await resolver.authenticate(valid, ADDRESS);
+    for (let i = 0; i < 10; i++) await resolver.authenticate(generateApiKey(), `198.51.100.${i}`);
+    const lookups = table.lookups();
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ ok: true });
+    expect(table.lookups()).toBe(lookups);
   });
 });

@@ -11,6 +11,8 @@ describe('loadConfig', () => {
       databasePoolSize: 10,
       maxBodyBytes: 5 * 1024 * 1024,
       apiKeyCacheMs: 2000,
+      apiKeyMaxFailures: 20,
+      apiKeyFailureWindowMs: 60_000,
       analysisGraceMs: 2000,
       requestTimeoutMs: 30_000,
       shutdownTimeoutMs: 10_000,
@@ -91,6 +93,8 @@ describe('loadConfig', () => {
       JWT_AUDIENCE: 'flightlog',
       MAX_BODY_BYTES: '2048',
       API_KEY_CACHE_MS: '0',
+      API_KEY_MAX_FAILURES: '5',
+      API_KEY_FAILURE_WINDOW_MS: '300000',
     });
     expect(config).toMatchObject({
       port: 9000,
@@ -99,6 +103,8 @@ describe('loadConfig', () => {
       jwtJwksUrl: 'https://idp.example/jwks.json',
       maxBodyBytes: 2048,
       apiKeyCacheMs: 0,
+      apiKeyMaxFailures: 5,
+      apiKeyFailureWindowMs: 300_000,
     });
   });
 
@@ -111,6 +117,9 @@ describe('loadConfig', () => {
     [{ JWT_SECRET: 'short' }, 'JWT_SECRET'],
     [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN'],
     [{ API_KEY_CACHE_MS: '6000' }, 'API_KEY_CACHE_MS'],
+    [{ API_KEY_MAX_FAILURES: '0' }, 'API_KEY_MAX_FAILURES'],
+    [{ API_KEY_FAILURE_WINDOW_MS: '500' }, 'API_KEY_FAILURE_WINDOW_MS'],
+    [{ API_KEY_FAILURE_WINDOW_MS: '1m' }, 'API_KEY_FAILURE_WINDOW_MS'],
     [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL'],
     [{ JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_AUDIENCE: 'flightlog' }, 'JWT_ISSUER'],
     [{ JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_ISSUER: 'https://idp/' }, 'JWT_AUDIENCE'],
