@@ -9,6 +9,8 @@ export interface Config {
   databaseUrl: string | undefined;
   databaseSchema: string | undefined;
   databasePoolSize: number;
+  /** PostgreSQL statement deadline (`DATABASE_STATEMENT_TIMEOUT_MS`); silence is given up 2 s later. */
+  databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   adminToken: string | undefined;
   jwtSecret: string | undefined;
@@ -177,6 +179,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
     databaseSchema: schema,
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),
+    databaseStatementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 100, 600_000),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     adminToken,
     jwtSecret,

@@ -27,6 +27,7 @@ export async function startServer(
     ...(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir }),
     ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
     poolSize: config.databasePoolSize,
+    statementTimeoutMs: config.databaseStatementTimeoutMs,
   });
   let built: FlightlogApp;
   let worker: AnalysisWorker | undefined;

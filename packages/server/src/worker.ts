@@ -35,6 +35,7 @@ export async function startWorker(
       ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
       // one job at a time: a connection for it and one for the lease bookkeeping
       poolSize: Math.min(config.databasePoolSize, 2),
+      statementTimeoutMs: config.databaseStatementTimeoutMs,
     });
   } catch (error) {
     if (error instanceof DataDirInUseError)

@@ -14,6 +14,11 @@ export interface StoreOptions {
   /** PGlite data directory; undefined keeps the data in memory. */
   dataDir?: string;
   poolSize?: number;
+  /**
+   * PostgreSQL: the longest a statement may run (`statement_timeout`); a database that does not
+   * answer at all is given up 2 s after it. Default 10000.
+   */
+  statementTimeoutMs?: number;
   /** Apply pending migrations on open (the server does; `flightlog migrate` does explicitly). */
   migrate?: boolean;
 }
@@ -36,6 +41,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
         connectionString: options.databaseUrl,
         ...(options.databaseSchema ? { schema: options.databaseSchema } : {}),
         ...(options.poolSize ? { poolSize: options.poolSize } : {}),
+        ...(options.statementTimeoutMs ? { statementTimeoutMs: options.statementTimeoutMs } : {}),
       })
     : await openPgliteClient(options.dataDir);
   try {

@@ -53,11 +53,16 @@ function executor(target: pg.Pool | pg.PoolClient): SqlExecutor {
 export async function openPostgresClient(options: PostgresOptions): Promise<SqlClient> {
   const schema = options.schema;
   const searchPath = schema ? `-c search_path=${quoteIdent(schema)}` : '';
+  const statementTimeoutMs = options.statementTimeoutMs ?? 10_000;
   const pool = new pg.Pool({
     connectionString: options.connectionString,
     max: options.poolSize ?? 10,
     connectionTimeoutMillis: options.connectTimeoutMs ?? 2_000,
-    statement_timeout: options.statementTimeoutMs ?? 10_000,
+    statement_timeout: statementTimeoutMs,
+    // The database ends a slow statement itself; this deadline is for a database that does not
+    // answer at all (a network dropping packets), which would otherwise hold a request forever.
+    query_timeout: statementTimeoutMs + 2_000,
+    keepAlive: true,
     idle_in_transaction_session_timeout: 30_000,
     options: `-c TimeZone=UTC ${searchPath}`.trim(),
     types: typeParsers,
@@ -103,9 +108,12 @@ export async function openPostgresClient(options: PostgresOptions): Promise<SqlC
       return result;
     } catch (error) {
       if (isUnreachable(error)) broken = error instanceof Error ? error : new Error(String(error));
-      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-        broken = rollbackError instanceof Error ? rollbackError : new Error('rollback failed');
-      });
+      // A connection that is gone or silent is discarded, which rolls back on the database's
+      // side; waiting for a ROLLBACK on it would only hold the request longer.
+      if (!broken)
+        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+          broken = rollbackError instanceof Error ? rollbackError : new Error('rollback failed');
+        });
       return translateDriverError(error);
     } finally {
       client.off('error', onError);

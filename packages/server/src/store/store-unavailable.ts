@@ -27,7 +27,7 @@ export function isUnreachable(error: unknown): boolean {
     if (code.startsWith('08') || /^57P0[1-4]$/.test(code) || code === '53300' || code === '57014')
       return true;
   }
-  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection closed|PGlite is closed/i.test(
+  return /Connection terminated|timeout exceeded when trying to connect|Client has encountered a connection error|Connection closed|PGlite is closed|Query read timeout|Cannot use a pool after calling end/i.test(
     error.message,
   );
 }
