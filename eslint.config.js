@@ -9,7 +9,7 @@ export default tseslint.config(
     files: ['**/*.ts'],
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['vitest.config.ts'] },
+        projectService: { allowDefaultProject: ['vitest.config.ts', 'vitest.reliability.config.ts'] },
         tsconfigRootDir: import.meta.dirname,
       },
     },
@@ -33,7 +33,7 @@ export default tseslint.config(
   },
   {
     // Tool configuration files must export a default.
-    files: ['vitest.config.ts'],
+    files: ['vitest.config.ts', 'vitest.reliability.config.ts'],
     rules: { 'no-restricted-syntax': 'off' },
   },
   {

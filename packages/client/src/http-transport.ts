@@ -53,11 +53,19 @@ export function gzipJson(json: string): Promise<Buffer> {
   return gzipAsync(Buffer.from(json, 'utf8'));
 }
 
-/** Where and how the HTTP transport sends (from the client settings). */
+/**
+ * Where and how the HTTP transport sends. The client builds it from its settings; build one
+ * yourself only to wrap the default transport (to observe every outcome, say) and pass the
+ * wrapper as `ClientDependencies.transport`.
+ */
 export interface HttpTransportOptions {
+  /** The service's base address, as the `ingestUrl` setting. */
   ingestUrl: string;
+  /** Sent as `Authorization: Bearer`. */
   apiKey: string;
+  /** Deadline of each request, in ms; a request past it is `retryable`. */
   timeoutMs: number;
+  /** The `User-Agent` header. */
   userAgent: string;
 }
 

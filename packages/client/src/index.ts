@@ -11,7 +11,13 @@ export type {
   PayloadMode,
 } from './client-core.js';
 export type { ClientStats } from './client-stats.js';
-export type { FieldError, Transport, TransportOutcome } from './http-transport.js';
+export {
+  HttpTransport,
+  type FieldError,
+  type HttpTransportOptions,
+  type Transport,
+  type TransportOutcome,
+} from './http-transport.js';
 export type { FlightlogLogger } from './logger.js';
 export { decryptPayload, PAYLOAD_ALGORITHM, type DecryptOutcome } from './payload-cipher.js';
 export type {

@@ -8,6 +8,7 @@ import net from 'node:net';
 export class TcpProxy {
   private server: net.Server | undefined;
   private readonly sockets = new Set<net.Socket>();
+  private readonly pairs = new Set<[net.Socket, net.Socket]>();
   private stalled = false;
   port = 0;
 
@@ -19,17 +20,23 @@ export class TcpProxy {
   async start(): Promise<void> {
     const server = net.createServer((client) => {
       const upstream = net.connect({ host: this.targetHost, port: this.targetPort });
-      for (const socket of [client, upstream]) {
+      const pair: [net.Socket, net.Socket] = [client, upstream];
+      this.pairs.add(pair);
+      for (const socket of pair) {
         this.sockets.add(socket);
-        socket.on('close', () => this.sockets.delete(socket));
+        socket.on('close', () => {
+          this.sockets.delete(socket);
+          this.pairs.delete(pair);
+        });
         socket.on('error', () => {
           client.destroy();
           upstream.destroy();
         });
-        if (this.stalled) socket.pause();
       }
-      client.pipe(upstream);
-      upstream.pipe(client);
+      if (this.stalled) {
+        client.pause();
+        upstream.pause();
+      } else connect(pair);
     });
     await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', resolve));
     this.port = (server.address() as net.AddressInfo).port;
@@ -39,13 +46,19 @@ export class TcpProxy {
   /** Holds every byte in both directions; the connections stay open. */
   stall(): void {
     this.stalled = true;
-    for (const socket of this.sockets) socket.pause();
+    // unpiped as well as paused: a pipe resumes its source whenever its destination drains
+    for (const [client, upstream] of this.pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+    }
   }
 
   /** Lets what was held back flow on. */
   release(): void {
     this.stalled = false;
-    for (const socket of this.sockets) socket.resume();
+    for (const pair of this.pairs) connect(pair);
   }
 
   /** Drops every open connection and refuses new ones until restore(). */
@@ -64,4 +77,9 @@ export class TcpProxy {
   close(): Promise<void> {
     return this.cut();
   }
+}
+
+function connect([client, upstream]: [net.Socket, net.Socket]): void {
+  client.pipe(upstream);
+  upstream.pipe(client);
 }
