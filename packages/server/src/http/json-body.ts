@@ -92,12 +92,21 @@ export async function readBody(
     );
   if (contentLength !== undefined && Number(contentLength) > limits.maxBytes)
     throw tooLarge(limits.maxBytes, 'request');
-  if (encoding === 'identity') return collect(stream, limits.maxBytes, 'request');
 
   try {
-    return await inflate(stream, limits.maxBytes);
+    return encoding === 'identity'
+      ? await collect(stream, limits.maxBytes, 'request')
+      : await inflate(stream, limits.maxBytes);
   } catch (error) {
     if (error instanceof FlightlogError) throw error;
+    // The connection closed mid-body: the client hung up, or was cut off for sending too slowly
+    // (it got its 408 then). A client's doing, not a server error, and nobody is left to answer.
+    if ((error as NodeJS.ErrnoException).code === 'ECONNRESET')
+      throw new FlightlogError(
+        'malformed-request',
+        'The connection closed before the whole body arrived.',
+      );
+    if (encoding === 'identity') throw error;
     throw new FlightlogError('malformed-json', 'The body is not valid gzip.');
   }
 }

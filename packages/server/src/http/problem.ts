@@ -128,6 +128,29 @@ export function asFlightlogError(error: FastifyError | Error): FlightlogError {
   return new FlightlogError('internal', 'Something went wrong on our side.', { cause: error });
 }
 
+/** How long a connection an error answer closes is still read (what arrives is dropped). */
+const LINGER_MS = 2_000;
+
+/**
+ * When an answer closes its connection, closes it as a lingering close does: FIN after the
+ * answer, then whatever the client still sends is read and dropped (Node dumps the rest of the
+ * body) until it closes its side too, or for at most LINGER_MS. Node would destroy the socket as
+ * soon as the answer is out, and a socket closed with unread bytes sends a reset that can
+ * overtake the answer: a client still sending a refused body would see ECONNRESET instead of
+ * the 413 (or 400), and retry a batch that can never be taken.
+ */
+function lingerOnClose(reply: FastifyReply): void {
+  const socket = reply.raw.socket;
+  if (!socket) return;
+  // how Node's HTTP server ends the socket of a `Connection: close` answer once it is sent
+  socket.destroySoon = () => {
+    socket.end();
+    const timer = setTimeout(() => socket.destroy(), LINGER_MS);
+    timer.unref();
+    socket.once('close', () => clearTimeout(timer));
+  };
+}
+
 /** Registers the one error handler and the not-found handler of the app. */
 export function registerProblemHandler(app: FastifyInstance, metrics: Metrics): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
@@ -138,6 +161,8 @@ export function registerProblemHandler(app: FastifyInstance, metrics: Metrics): 
       request.log.warn({ err: coded.cause }, 'trace store unreachable');
     // A body we refused before reading it all cannot be drained cheaply: close the connection.
     if (coded.code === 'payload-too-large') reply.header('connection', 'close');
+    // (Fastify closes it too after a body it could not parse.) Either way, close it lingering.
+    lingerOnClose(reply);
     return sendProblem(request, reply, coded);
   });
   app.setNotFoundHandler((request, reply) => {
