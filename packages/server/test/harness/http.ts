@@ -14,6 +14,8 @@ export interface SendOptions {
   headers?: Record<string, string>;
   /** Gzip the JSON body and send Content-Encoding: gzip. */
   gzip?: boolean;
+  /** The client's deadline for the whole exchange, in ms: past it the request fails. */
+  timeoutMs?: number;
 }
 
 /** Sends a request over a real socket and reads the whole answer. */
@@ -38,6 +40,7 @@ export async function send(
     method: options.method ?? (body === undefined ? 'GET' : 'POST'),
     headers,
     ...(payload === undefined ? {} : { body: payload }),
+    ...(options.timeoutMs === undefined ? {} : { signal: AbortSignal.timeout(options.timeoutMs) }),
   });
   const text = await response.text();
   let parsed: unknown = undefined;

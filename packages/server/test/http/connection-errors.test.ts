@@ -1,51 +1,6 @@
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { rawExchange, type RawExchange } from '../harness/raw-http.js';
 import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
-
-/** What came back on a raw socket, and how long after the first byte was sent it closed. */
-interface RawExchange {
-  status: number;
-  headers: Record<string, string>;
-  body: string;
-  closedAfterMs: number;
-}
-
-/**
- * Speaks HTTP by hand: writes `chunks` one after another, `gapMs` apart (a slow sender), and
- * reads until the server closes the connection.
- */
-async function rawExchange(url: string, chunks: string[], gapMs = 0): Promise<RawExchange> {
-  const { port } = new URL(url);
-  const socket = net.connect(Number(port), '127.0.0.1');
-  await new Promise((resolve) => socket.once('connect', resolve));
-  const started = Date.now();
-  let received = '';
-  socket.on('data', (data) => (received += data.toString()));
-  const closed = new Promise<number>((resolve) => socket.once('close', () => resolve(Date.now())));
-  socket.on('error', () => {});
-  void (async () => {
-    for (const chunk of chunks) {
-      if (socket.destroyed) return;
-      socket.write(chunk);
-      if (gapMs > 0) await new Promise((resolve) => setTimeout(resolve, gapMs));
-    }
-  })();
-  const closedAt = await closed;
-  const [head = '', body = ''] = received.split('\r\n\r\n');
-  const [statusLine = '', ...headerLines] = head.split('\r\n');
-  const headers = Object.fromEntries(
-    headerLines.map((line) => {
-      const colon = line.indexOf(':');
-      return [line.slice(0, colon).toLowerCase(), line.slice(colon + 1).trim()];
-    }),
-  );
-  return {
-    status: Number(statusLine.split(' ')[1]),
-    headers,
-    body,
-    closedAfterMs: closedAt - started,
-  };
-}
 
 function expectProblem(exchange: RawExchange, status: number, type: string): void {
   expect(exchange.status).toBe(status);
