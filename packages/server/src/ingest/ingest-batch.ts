@@ -3,7 +3,7 @@ import { hashSecret } from '../auth/secrets.js';
 import { itemDocument, toItemJson } from '../store/batch-json.js';
 import type { TraceStore, VerifyOutcome } from '../store/trace-store.js';
 import type { LivePublisher } from '../live/publish.js';
-import { exceedsDepth } from './payload-depth.js';
+import { payloadFlaw } from './payload-shape.js';
 
 /** Payloads may nest this deep; deeper ones are refused with a 400. */
 export const MAX_PAYLOAD_DEPTH = 64;
@@ -43,10 +43,14 @@ export function checkBatch(payload: TransportBatchPayload): FieldError[] {
       if (seen.has(event.id))
         errors.push({ pointer: `${at}/id`, detail: 'appears more than once in this batch' });
       seen.add(event.id);
-      if (exceedsDepth(event.payload, MAX_PAYLOAD_DEPTH))
+      const flaw = payloadFlaw(event.payload, MAX_PAYLOAD_DEPTH);
+      if (flaw)
         errors.push({
           pointer: `${at}/payload`,
-          detail: `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels`,
+          detail:
+            flaw === 'too-deep'
+              ? `must not nest deeper than ${MAX_PAYLOAD_DEPTH} levels`
+              : 'must not hold a number too large for a double (it would be stored as null)',
         });
     });
   });

@@ -236,6 +236,15 @@ describeEngines('POST /v1/traces/batch, refused [%s]', (engine) => {
       expect(pointers(res)).toEqual(['/items/0/events/0/payload']);
     });
 
+    it('refuses a payload number too large for a double instead of storing it as null', async () => {
+      const { body } = runBatch();
+      body.items[0]!.events[0]!.payload = { amount: 'HUGE', nested: [1, 2] };
+      const text = JSON.stringify(body).replace('"HUGE"', '1e999');
+      const res = await refused(text, 400);
+      expect(pointers(res)).toEqual(['/items/0/events/0/payload']);
+      expect(res.body.errors[0].detail).toMatch(/too large for a double/);
+    });
+
     it('refuses more items than the documented limit', async () => {
       const items = Array.from({ length: 1001 }, () => ({ trace: traceSnapshot(), events: [] }));
       const res = await refused({ batchId: newId(), items }, 400, { gzip: true });
