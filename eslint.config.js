@@ -9,7 +9,9 @@ export default tseslint.config(
     files: ['**/*.ts'],
     languageOptions: {
       parserOptions: {
-        projectService: { allowDefaultProject: ['vitest.config.ts', 'vitest.reliability.config.ts'] },
+        projectService: {
+          allowDefaultProject: ['vitest.config.ts', 'vitest.reliability.config.ts'],
+        },
         tsconfigRootDir: import.meta.dirname,
       },
     },

@@ -250,6 +250,30 @@ export function summaryTable(rows) {
   return `${textTable(table, (c) => c < 2 || c === 3 || c === 5)}${notes.length ? `\n${notes.join('\n')}` : ''}`;
 }
 
+/** The same summary as a Markdown table (bench/results/latest.md, pasted into the README). */
+export function markdownTable(rows) {
+  const cell = (s) => String(s).replace(/\|/g, '\\|');
+  const lines = [
+    '| benchmark | figure | value | baseline | ratio | target | met? |',
+    '| --- | --- | ---: | --- | ---: | --- | --- |',
+  ];
+  for (const r of rows)
+    lines.push(
+      `| ${[
+        r.benchmark,
+        r.figure,
+        fmt(r.value, r.unit),
+        r.baseline === null ? '' : `${fmt(r.baseline, r.unit)} ${r.baselineLabel ?? ''}`.trim(),
+        r.ratio === null ? '' : r.ratio.toFixed(2),
+        r.target ?? '',
+        r.met === null ? (r.note ? 'n/a' : '') : r.met ? 'met' : '**missed**',
+      ]
+        .map(cell)
+        .join(' | ')} |`,
+    );
+  return `${lines.join('\n')}\n`;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The chart: ingest throughput of the service and its baselines per engine and mix (bars, one
 // scale per mix), and p99 latencies against the 50 ms target.

@@ -1,8 +1,9 @@
 // The benchmark suite (`npm run bench`): runs ingest.mjs, live.mjs, client.mjs and analysis.mjs
 // one after the other as child processes, each with bounded durations, each with its baselines
 // in the same run (see each file), then prints one summary table (figure, value, baseline, ratio,
-// target, met) and writes the figures to bench/results/latest.json and a chart to
-// bench/results/latest.svg. Every benchmark still writes its own bench/results/<name>-latest.json.
+// target, met) and writes the figures to bench/results/latest.json (and as a Markdown table to
+// latest.md) and a chart to bench/results/latest.svg. Every benchmark still writes its own
+// bench/results/<name>-latest.json.
 //
 // Knobs reach the benchmarks as their own BENCH_* variables. A variable BENCH_<NAME>_<KNOB> (e.g.
 // BENCH_INGEST_SECONDS, BENCH_CLIENT_ROUNDS) sets BENCH_<KNOB> for that benchmark alone; the
@@ -20,7 +21,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { SUMMARISE, renderSvg, summaryTable } from './report.mjs';
+import { SUMMARISE, markdownTable, renderSvg, summaryTable } from './report.mjs';
 import { envNumber, machineInfo, writeJsonAtomic } from './support.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -181,6 +182,12 @@ async function main() {
   };
   writeJsonAtomic(join(RESULTS, 'latest.json'), latest);
   writeFileSync(join(RESULTS, 'latest.svg'), renderSvg(latest));
+  writeFileSync(
+    join(RESULTS, 'latest.md'),
+    `Measured ${latest.date} on ${meta.cpuModel} x ${meta.cores}, node ${meta.node}` +
+      `${QUICK ? ' (QUICK SMOKE RUN: not for figures)' : ''}; ratio = service / baseline, same run.\n\n` +
+      markdownTable(summary),
+  );
 
   console.log(
     `\n${'='.repeat(78)}\nFlightlog benchmark suite — ${latest.date}, ${meta.cpuModel} x ${meta.cores}, ` +
@@ -196,7 +203,7 @@ async function main() {
   if (missing.length) console.log(`\n!!! no figures from: ${missing.join(', ')}`);
   console.log(
     `\n${latest.targets.met} targets met, ${latest.targets.missed.length} missed; total ${latest.totalSeconds} s\n` +
-      'wrote bench/results/latest.json and bench/results/latest.svg',
+      'wrote bench/results/latest.json, latest.md and latest.svg',
   );
   process.exitCode = missing.length > 0 || stopping ? 1 : 0;
 }
