@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
  * A request counts until both its connection is done with it and its handler has answered: a
  * client that goes away mid-request does not stop the handler, which may still be writing to
  * the store, so the store must not close under it. The handler's answer is seen in `onSend`,
- * which Fastify runs even when the client has gone.
+ * which Fastify runs even when the client has gone, or when the handler returns.
  */
 export function registerGracefulClose(app: FastifyInstance): { drained(): Promise<void> } {
   let inFlight = 0;
@@ -41,6 +41,19 @@ export function registerGracefulClose(app: FastifyInstance): { drained(): Promis
       if (reply.sent && !answered) answered = true;
       settle();
     });
+  });
+  // A handler that hijacks its reply (a live stream) gets no onSend: its end is when it returns.
+  // Only async handlers are wrapped (ours all are); a callback-style one keeps its own timing.
+  app.addHook('onRoute', (route) => {
+    const handler = route.handler;
+    if (handler.constructor.name !== 'AsyncFunction') return;
+    route.handler = async function (this: FastifyInstance, request, reply) {
+      try {
+        return (await handler.call(this, request, reply)) as unknown;
+      } finally {
+        answeredBy.get(reply)?.();
+      }
+    };
   });
   app.addHook('onSend', async (_request, reply, payload) => {
     if (closing) reply.header('connection', 'close');
