@@ -234,18 +234,22 @@ const fmt = (x, unit) => {
   return `${x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })}${unit === '/s' ? '/s' : ` ${unit ?? ''}`}`.trim();
 };
 
+/** One summary row's cells: benchmark, figure, value, baseline, ratio, target, met. */
+function summaryCells(r, missed) {
+  return [
+    r.benchmark,
+    r.figure,
+    fmt(r.value, r.unit),
+    r.baseline === null ? '' : `${fmt(r.baseline, r.unit)} ${r.baselineLabel ?? ''}`.trim(),
+    r.ratio === null ? '' : r.ratio.toFixed(2),
+    r.target ?? '',
+    r.met === null ? (r.note ? 'n/a' : '') : r.met ? 'met' : missed,
+  ];
+}
+
 export function summaryTable(rows) {
   const table = [['benchmark', 'figure', 'value', 'baseline', 'ratio', 'target', 'met?']];
-  for (const r of rows)
-    table.push([
-      r.benchmark,
-      r.figure,
-      fmt(r.value, r.unit),
-      r.baseline === null ? '' : `${fmt(r.baseline, r.unit)} ${r.baselineLabel ?? ''}`.trim(),
-      r.ratio === null ? '' : r.ratio.toFixed(2),
-      r.target ?? '',
-      r.met === null ? (r.note ? 'n/a' : '') : r.met ? 'met' : 'MISSED',
-    ]);
+  for (const r of rows) table.push(summaryCells(r, 'MISSED'));
   const notes = rows.filter((r) => r.note).map((r) => `  ${r.benchmark}: ${r.figure}: ${r.note}`);
   return `${textTable(table, (c) => c < 2 || c === 3 || c === 5)}${notes.length ? `\n${notes.join('\n')}` : ''}`;
 }
@@ -257,20 +261,7 @@ export function markdownTable(rows) {
     '| benchmark | figure | value | baseline | ratio | target | met? |',
     '| --- | --- | ---: | --- | ---: | --- | --- |',
   ];
-  for (const r of rows)
-    lines.push(
-      `| ${[
-        r.benchmark,
-        r.figure,
-        fmt(r.value, r.unit),
-        r.baseline === null ? '' : `${fmt(r.baseline, r.unit)} ${r.baselineLabel ?? ''}`.trim(),
-        r.ratio === null ? '' : r.ratio.toFixed(2),
-        r.target ?? '',
-        r.met === null ? (r.note ? 'n/a' : '') : r.met ? 'met' : '**missed**',
-      ]
-        .map(cell)
-        .join(' | ')} |`,
-    );
+  for (const r of rows) lines.push(`| ${summaryCells(r, '**missed**').map(cell).join(' | ')} |`);
   return `${lines.join('\n')}\n`;
 }
 

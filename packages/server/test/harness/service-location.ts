@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { openStore, type Store } from '../../src/store/open-store.js';
-import type { LoadAgent } from './agent-load.js';
-import { runCli } from './cli-process.js';
+import { expectStoredExactlyOnce, type AgentLoad, type LoadAgent } from './agent-load.js';
+import { runCli, type ServeProcess } from './cli-process.js';
 import { disposeLocation, freshLocation, type EngineName } from './engines.js';
 
 /**
@@ -65,4 +65,23 @@ export async function createAgentsWithCli(
     agents.push({ agentId, apiKey });
   }
   return agents;
+}
+
+/**
+ * Stops the process with SIGTERM (it must exit 0: a graceful stop), then reads its store (which
+ * PGlite allows only now) and checks it against what the load sent and had acknowledged.
+ */
+export async function stopThenExpectStored(
+  server: ServeProcess,
+  service: ServiceLocation,
+  load: AgentLoad,
+): Promise<void> {
+  server.child.kill('SIGTERM');
+  expect(await server.exited).toBe(0);
+  const store = await service.openStore();
+  try {
+    await expectStoredExactlyOnce(store, load);
+  } finally {
+    await store.close();
+  }
 }

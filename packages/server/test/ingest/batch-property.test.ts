@@ -4,7 +4,12 @@ import { describeEngines } from '../harness/engines.js';
 import { isProblem, postBatch } from '../harness/http.js';
 import { tableCounts } from '../harness/inspect.js';
 import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
-import { REQUIRED_EVENT_FIELDS, REQUIRED_TRACE_FIELDS, runBatch } from '../fixtures/batches.js';
+import {
+  NULLABLE_FIELDS,
+  REQUIRED_EVENT_FIELDS,
+  REQUIRED_TRACE_FIELDS,
+  runBatch,
+} from '../fixtures/batches.js';
 
 type Json = any;
 
@@ -49,16 +54,7 @@ const extraKey = fc
         'verifyToken',
         ...REQUIRED_TRACE_FIELDS,
         ...REQUIRED_EVENT_FIELDS,
-        'endedAt',
-        'durationMs',
-        'outputSummary',
-        'errorMessage',
-        'anchorSignature',
-        'anchorSlot',
-        'merkleProof',
-        'traceHash',
-        'shareToken',
-        'parentEventId',
+        ...NULLABLE_FIELDS,
       ].includes(k),
   );
 

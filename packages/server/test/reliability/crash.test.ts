@@ -1,11 +1,12 @@
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
-import { AgentLoad, expectStoredExactlyOnce, type LoadAgent } from '../harness/agent-load.js';
+import { AgentLoad, type LoadAgent } from '../harness/agent-load.js';
 import { startServeProcess, type ServeProcess } from '../harness/cli-process.js';
 import { describeEngines } from '../harness/engines.js';
 import {
   createAgentsWithCli,
   freePort,
   freshServiceLocation,
+  stopThenExpectStored,
   type ServiceLocation,
 } from '../harness/service-location.js';
 import { sleep } from '../harness/wait.js';
@@ -81,15 +82,7 @@ describeEngines('the service killed with SIGKILL mid-load and restarted [%s]', (
     expect([...load.refusals.keys()].filter((key) => !key.startsWith('retryable'))).toEqual([]);
     expect([...load.refusals.keys()].filter((key) => /HTTP 5/.test(key))).toEqual([]);
 
-    // a graceful stop, then the store is read as it is
-    server.child.kill('SIGTERM');
-    expect(await server.exited).toBe(0);
-    const store = await service.openStore();
-    try {
-      await expectStoredExactlyOnce(store, load);
-    } finally {
-      await store.close();
-    }
+    await stopThenExpectStored(server, service, load);
     console.log(
       `[crash ${engine}] ${load.ackedCount} batches acknowledged (${ackedAtKill} before SIGKILL), ` +
         `down ${downMs} ms + restart ${restartMs} ms, ${retried} requests retried, ` +

@@ -1,11 +1,12 @@
 import { afterAll, expect, it } from 'vitest';
-import { AgentLoad, expectStoredExactlyOnce } from '../harness/agent-load.js';
+import { AgentLoad } from '../harness/agent-load.js';
 import { startServeProcess, type ServeProcess } from '../harness/cli-process.js';
 import { describeWithPostgres } from '../harness/engines.js';
 import { runBatch } from '../fixtures/batches.js';
 import {
   createAgentsWithCli,
   freshServiceLocation,
+  stopThenExpectStored,
   type ServiceLocation,
 } from '../harness/service-location.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
@@ -143,14 +144,7 @@ describeWithPostgres('PostgreSQL unreachable mid-load, then back', () => {
       expect(s.failedBatches).toBe(0);
     }
 
-    const store = await service.openStore();
-    try {
-      await expectStoredExactlyOnce(store, load);
-    } finally {
-      await store.close();
-    }
-    server.child.kill('SIGTERM');
-    expect(await server.exited).toBe(0);
+    await stopThenExpectStored(server, service, load);
     console.log(
       `[database outage, ${kind}] ${OUTAGE_MS} ms: ${probes.length} probes all 503 ` +
         `(slowest ${Math.max(...probes.map((p) => p.ms))} ms), ready again ${recoveredMs} ms ` +

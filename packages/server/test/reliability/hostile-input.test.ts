@@ -6,6 +6,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/auth/dev-token.js';
 import type { Store } from '../../src/store/open-store.js';
 import {
+  NULLABLE_FIELDS,
   REQUIRED_EVENT_FIELDS,
   REQUIRED_TRACE_FIELDS,
   at,
@@ -94,18 +95,7 @@ const ITEM = fc.constantFrom(0, 1);
 const EVENT = fc.constantFrom(0, 1);
 
 /** Optional fields that accept null: null is never a wrong type for them. */
-const NULLABLE = new Set([
-  'endedAt',
-  'durationMs',
-  'outputSummary',
-  'errorMessage',
-  'anchorSignature',
-  'anchorSlot',
-  'merkleProof',
-  'traceHash',
-  'shareToken',
-  'parentEventId',
-]);
+const NULLABLE = new Set(NULLABLE_FIELDS);
 /** Integer fields: a fraction is a wrong type for them too. */
 const COUNTS = new Set(['eventCount', 'totalTokens', 'chainTxCount', 'sequence']);
 const KNOWN_KEYS = new Set<string>([

@@ -1,12 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/auth/dev-token.js';
-import { AgentLoad, expectStoredExactlyOnce, type LoadAgent } from '../harness/agent-load.js';
+import { AgentLoad, type LoadAgent } from '../harness/agent-load.js';
 import { runCli, startServeProcess, type ServeProcess } from '../harness/cli-process.js';
 import { describeEngines } from '../harness/engines.js';
 import {
   createAgentsWithCli,
   freshServiceLocation,
+  stopThenExpectStored,
   type ServiceLocation,
 } from '../harness/service-location.js';
 import { SseClient } from '../harness/sse-client.js';
@@ -121,13 +122,6 @@ describeEngines('soak: steady load with live streams open [%s]', (engine) => {
     expect(last).toBeLessThan(second * 1.15 + 24);
 
     for (const stream of streams) stream.close();
-    server.child.kill('SIGTERM');
-    expect(await server.exited).toBe(0);
-    const store = await service.openStore();
-    try {
-      await expectStoredExactlyOnce(store, load);
-    } finally {
-      await store.close();
-    }
+    await stopThenExpectStored(server, service, load);
   });
 });
