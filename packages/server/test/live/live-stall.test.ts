@@ -67,7 +67,9 @@ describeBuses('a client that stops reading during the replay [%s]', (bus) => {
         3 * STALL_MS + 3_000,
       );
       const tookMs = Date.now() - stoppedAt;
-      expect(tookMs).toBeGreaterThanOrEqual(STALL_MS - 100);
+      // not at once; the server's clock starts when its writes stop draining, which on a busy
+      // machine can be a few hundred ms before this client got round to pausing
+      expect(tookMs).toBeGreaterThanOrEqual(STALL_MS / 2);
       expect(tookMs).toBeLessThan(STALL_MS + 3_000);
       // the socket finds it closed once it reads again
       socket.resume();
