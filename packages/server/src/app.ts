@@ -76,6 +76,11 @@ const requestIds = monotonicFactory(pooledRandom());
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
+/** Trusts the nearest `hops` proxies' `X-Forwarded-For` entries (proxy-addr's hop index). */
+function trustHops(hops: number): (address: string, hop: number) => boolean {
+  return (_address, hop) => hop < hops;
+}
+
 /** Builds the service as a Fastify app made of plugins; it does not listen. */
 export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   const { config, store } = deps;
@@ -97,6 +102,9 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : requestIds();
     },
     requestTimeout: config.requestTimeoutMs,
+    // request.ip: the connection's address unless TRUST_PROXY names the proxies in front
+    trustProxy:
+      typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
     // Node looks for requests past their header or request timeout only this often (30 s by
     // default), which would let a slow-loris sender hold a connection far past the limits.
     http: { connectionsCheckingInterval: 1_000 },

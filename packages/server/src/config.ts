@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import { parseEnvelopeKey } from '@flightlog/protocol';
 
 /** Service configuration, read once from the environment at start-up. */
@@ -24,6 +25,11 @@ export interface Config {
   apiKeyMaxFailures: number;
   /** The window of `apiKeyMaxFailures`, from an address's first failure. */
   apiKeyFailureWindowMs: number;
+  /**
+   * Which proxies in front of the service to believe about the client's address
+   * (`TRUST_PROXY`): none (false), their addresses or CIDR ranges, or a number of hops.
+   */
+  trustProxy: false | number | string[];
   analysisGraceMs: number;
   /** Run an analysis worker inside the server process (`ANALYSIS_WORKER=on`). */
   analysisWorker: boolean;
@@ -84,6 +90,33 @@ function integer(env: Env, name: string, fallback: number, min: number, max: num
   if (value < min || value > max)
     throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+/**
+ * `TRUST_PROXY`: unset or `false` trusts no proxy (the connection's address is the client's);
+ * a whole number trusts that many hops of `X-Forwarded-For`; otherwise a comma-separated list
+ * of proxy addresses or CIDR ranges. `true` (trust anyone) is refused: any client could then
+ * pick its own address, and with it a fresh key-guessing budget.
+ */
+function trustProxy(env: Env): false | number | string[] {
+  const raw = text(env, 'TRUST_PROXY');
+  if (raw === undefined || raw.toLowerCase() === 'false') return false;
+  if (/^\d+$/.test(raw)) return integer(env, 'TRUST_PROXY', 0, 1, 32);
+  const entries = raw.split(',').map((entry) => entry.trim());
+  for (const entry of entries) {
+    const [address = '', bits, ...rest] = entry.split('/');
+    const family = isIP(address);
+    const maxBits = family === 6 ? 128 : 32;
+    if (
+      family === 0 ||
+      rest.length > 0 ||
+      (bits !== undefined && (!/^\d+$/.test(bits) || Number(bits) > maxBits))
+    )
+      throw new ConfigError(
+        `TRUST_PROXY must be false, a number of hops, or proxy addresses / CIDR ranges separated by commas; "${entry}" is none of these`,
+      );
+  }
+  return entries;
 }
 
 function url(env: Env, name: string, protocols: string[]): string | undefined {
@@ -190,6 +223,7 @@ export function loadConfig(env: Env = process.env): Config {
     apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 2_000, 0, 5_000),
     apiKeyMaxFailures: integer(env, 'API_KEY_MAX_FAILURES', 20, 1, 1_000_000),
     apiKeyFailureWindowMs: integer(env, 'API_KEY_FAILURE_WINDOW_MS', 60_000, 1_000, 86_400_000),
+    trustProxy: trustProxy(env),
     ...analysisSettings(env),
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),

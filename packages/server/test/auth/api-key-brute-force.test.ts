@@ -88,3 +88,29 @@ describeEngines('API key brute force [%s]', (engine) => {
     expect(await counter(server.url, UNKNOWN_LOOKUPS)).toBe(lookupsBefore + MAX_FAILURES + 1);
   });
 });
+
+describeEngines('API key brute force behind a trusted proxy [%s]', (engine) => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer(engine, {
+      apiKeyMaxFailures: MAX_FAILURES,
+      apiKeyFailureWindowMs: WINDOW_MS,
+      // the test's own address is the proxy
+      trustProxy: ['127.0.0.1', '::1'],
+    });
+  });
+  afterAll(() => server.close());
+
+  const guess = (client: string) =>
+    postBatch(server.url, generateApiKey(), runBatch().body, {
+      headers: { 'x-forwarded-for': client },
+    });
+
+  it('counts each client the proxy forwards for, not the proxy', async () => {
+    for (let i = 0; i < MAX_FAILURES; i++)
+      expect(isProblem(await guess('198.51.100.1'), 401)).toBe(true);
+    expectTooManyRequests(await guess('198.51.100.1'));
+    // another client behind the same proxy has its own budget
+    expect(isProblem(await guess('198.51.100.2'), 401)).toBe(true);
+  });
+});

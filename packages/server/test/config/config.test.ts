@@ -106,6 +106,14 @@ describe('loadConfig', () => {
       apiKeyMaxFailures: 5,
       apiKeyFailureWindowMs: 300_000,
     });
+    expect(loadConfig({}).trustProxy).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: 'false' }).trustProxy).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
+    expect(loadConfig({ TRUST_PROXY: '10.0.0.0/8, ::1, 192.0.2.7' }).trustProxy).toEqual([
+      '10.0.0.0/8',
+      '::1',
+      '192.0.2.7',
+    ]);
   });
 
   it.each([
@@ -120,6 +128,10 @@ describe('loadConfig', () => {
     [{ API_KEY_MAX_FAILURES: '0' }, 'API_KEY_MAX_FAILURES'],
     [{ API_KEY_FAILURE_WINDOW_MS: '500' }, 'API_KEY_FAILURE_WINDOW_MS'],
     [{ API_KEY_FAILURE_WINDOW_MS: '1m' }, 'API_KEY_FAILURE_WINDOW_MS'],
+    [{ TRUST_PROXY: 'true' }, 'TRUST_PROXY'],
+    [{ TRUST_PROXY: '0' }, 'TRUST_PROXY'],
+    [{ TRUST_PROXY: '10.0.0.0/33' }, 'TRUST_PROXY'],
+    [{ TRUST_PROXY: 'proxy.internal' }, 'TRUST_PROXY'],
     [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL'],
     [{ JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_AUDIENCE: 'flightlog' }, 'JWT_ISSUER'],
     [{ JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_ISSUER: 'https://idp/' }, 'JWT_AUDIENCE'],
