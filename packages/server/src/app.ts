@@ -128,14 +128,16 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   app.server.headersTimeout = Math.min(10_000, config.requestTimeoutMs);
 
   const metrics = new Metrics();
-  const apiKeys = new ApiKeyResolver(store.agents, {
-    ttlMs: config.apiKeyCacheMs,
-    maxEntries: 10_000,
-    guesses: new KeyGuessLimiter({
+  const credentialGuesses = () =>
+    new KeyGuessLimiter({
       maxFailures: config.apiKeyMaxFailures,
       windowMs: config.apiKeyFailureWindowMs,
       maxAddresses: 10_000,
-    }),
+    });
+  const apiKeys = new ApiKeyResolver(store.agents, {
+    ttlMs: config.apiKeyCacheMs,
+    maxEntries: 10_000,
+    guesses: credentialGuesses(),
     onLookup: (found) => metrics.apiKeyLookups.inc({ result: found ? 'found' : 'unknown' }),
   });
   const identity = createIdentityVerifier({
@@ -202,7 +204,13 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     stallTimeoutMs: config.liveStallTimeoutMs,
   });
   if (config.adminToken)
-    await app.register(adminRoutes, { store, adminToken: config.adminToken, apiKeys });
+    await app.register(adminRoutes, {
+      store,
+      adminToken: config.adminToken,
+      apiKeys,
+      tokenGuesses: credentialGuesses(),
+      onGuessRefused: () => metrics.adminTokenGuessesRefused.inc(),
+    });
   await app.register(opsRoutes, { store, metrics, readyTimeoutMs: 2_000 });
 
   // Requests still in flight when closing began finish before the store goes away (the caller

@@ -10,6 +10,7 @@ import {
   revokeMember,
 } from '../agents/agent-admin.js';
 import type { ApiKeyResolver } from '../auth/api-key-resolver.js';
+import type { KeyGuessLimiter } from '../auth/key-guess-limiter.js';
 import { FlightlogError } from '../errors/flightlog-error.js';
 import { MEMBER_ROLES } from '../store/agent-store.js';
 import type { Store } from '../store/open-store.js';
@@ -19,6 +20,10 @@ export interface AdminRoutesOptions {
   store: Store;
   adminToken: string;
   apiKeys: ApiKeyResolver;
+  /** Wrong admin tokens per client address, apart from wrong API keys. */
+  tokenGuesses: KeyGuessLimiter;
+  /** Called for each request refused with `429` by `tokenGuesses`. */
+  onGuessRefused: () => void;
 }
 
 const AgentParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
@@ -26,13 +31,22 @@ const MemberParams = Type.Object({
   id: Type.String({ maxLength: 1024 }),
   userId: Type.String({ minLength: 1, maxLength: 256, pattern: STORABLE_TEXT }),
 });
-const problems = { 400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 409: ProblemSchema };
+const problems = {
+  400: ProblemSchema,
+  401: ProblemSchema,
+  404: ProblemSchema,
+  409: ProblemSchema,
+  429: ProblemSchema,
+};
 const noAgent = () => new FlightlogError('not-found', 'No agent with this id.');
 
 /** Agent, key and member administration; registered only when ADMIN_TOKEN is set. */
 export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
   const { agents } = options.store;
-  app.addHook('onRequest', requireAdmin(options.adminToken));
+  app.addHook(
+    'onRequest',
+    requireAdmin(options.adminToken, options.tokenGuesses, options.onGuessRefused),
+  );
 
   app.post(
     '/admin/v1/agents',

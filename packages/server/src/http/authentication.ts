@@ -1,6 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiKeyResolver, ResolvedKey } from '../auth/api-key-resolver.js';
 import type { IdentityVerifier } from '../auth/identity.js';
+import type { KeyGuessLimiter } from '../auth/key-guess-limiter.js';
 import { bearerCredential, secretsEqual } from '../auth/secrets.js';
 import { FlightlogError } from '../errors/flightlog-error.js';
 
@@ -72,17 +73,39 @@ export function requireUser(identity: IdentityVerifier): Hook {
   };
 }
 
-/** onRequest hook of the admin routes. */
-export function requireAdmin(adminToken: string): Hook {
+/**
+ * onRequest hook of the admin routes. A wrong admin token counts against the client address
+ * like a wrong API key, in its own `guesses` window; past the limit the address gets `429` with
+ * `Retry-After` (counted in `onRefused`) before the token is compared, even when it is right:
+ * otherwise the one answer that differs would still tell a guesser when it found the token.
+ */
+export function requireAdmin(
+  adminToken: string,
+  guesses: KeyGuessLimiter,
+  onRefused: () => void = () => {},
+): Hook {
   return async (request) => {
-    const token = bearerCredential(request.headers.authorization);
-    if (!token || !secretsEqual(token, adminToken))
+    const header = request.headers.authorization;
+    if (header === undefined || header.trim() === '')
+      throw new FlightlogError('unauthorized', SEND_ADMIN_TOKEN);
+    const retryAfterSeconds = guesses.retryAfterSeconds(request.ip);
+    if (retryAfterSeconds > 0) {
+      onRefused();
       throw new FlightlogError(
-        'unauthorized',
-        'Send the admin token as Authorization: Bearer <ADMIN_TOKEN>.',
+        'too-many-requests',
+        'Too many requests with a wrong admin token came from this address; try again later.',
+        { retryAfterSeconds },
       );
+    }
+    const token = bearerCredential(header);
+    if (!token || !secretsEqual(token, adminToken)) {
+      guesses.recordFailure(request.ip);
+      throw new FlightlogError('unauthorized', SEND_ADMIN_TOKEN);
+    }
   };
 }
+
+const SEND_ADMIN_TOKEN = 'Send the admin token as Authorization: Bearer <ADMIN_TOKEN>.';
 
 /** The authenticated agent; only called on routes guarded by requireApiKey. */
 export function agentOf(request: FastifyRequest): ResolvedKey {

@@ -54,6 +54,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly adminTokenGuessesRefused = new Counter({
+    name: 'flightlog_admin_token_guesses_refused_total',
+    help:
+      'Admin API requests refused with 429 before their token was compared, ' +
+      'because their client address sent a wrong admin token too often',
+    registers: [this.registry],
+  });
+
   readonly livePublishFailures = new Counter({
     name: 'flightlog_live_publish_failures_total',
     help: 'Accepted batches whose live publish failed or timed out (they are stored regardless)',

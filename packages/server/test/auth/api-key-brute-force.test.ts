@@ -114,3 +114,45 @@ describeEngines('API key brute force behind a trusted proxy [%s]', (engine) => {
     expect(isProblem(await guess('198.51.100.2'), 401)).toBe(true);
   });
 });
+
+describeEngines('admin token brute force [%s]', (engine) => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer(engine, {
+      apiKeyMaxFailures: MAX_FAILURES,
+      apiKeyFailureWindowMs: WINDOW_MS,
+    });
+  });
+  afterAll(() => server.close());
+
+  const createAgent = (token: string) =>
+    send(server.url, '/admin/v1/agents', { name: 'guessed' }, { method: 'POST', token });
+  const agentCount = async () => {
+    const [row] = await server.store.sql.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM agents',
+    );
+    return row?.n;
+  };
+
+  it('answers 429 once an address sent wrong admin tokens too often, even to the right token, until the window ends', async () => {
+    const agentsBefore = await agentCount();
+    for (let i = 0; i < MAX_FAILURES; i++)
+      expect(isProblem(await createAgent(`wrong-admin-token-${i}-padding`), 401)).toBe(true);
+    // a request without a token guesses nothing
+    expect(isProblem(await send(server.url, '/admin/v1/agents', {}), 401)).toBe(true);
+
+    expectTooManyRequests(await createAgent('yet-another-wrong-admin-token'));
+    // the right token is not even compared: a different answer would tell the guesser it won
+    const retryAfter = expectTooManyRequests(await createAgent(server.adminToken));
+    expect(await agentCount()).toBe(agentsBefore);
+    expect(await counter(server.url, 'flightlog_admin_token_guesses_refused_total')).toBe(2);
+    // wrong API keys from the same address have their own budget
+    expect(isProblem(await postBatch(server.url, generateApiKey(), runBatch().body), 401)).toBe(
+      true,
+    );
+
+    await sleep(retryAfter * 1_000);
+    expect((await createAgent(server.adminToken)).status).toBe(201);
+    expect(await agentCount()).toBe((agentsBefore ?? 0) + 1);
+  });
+});
