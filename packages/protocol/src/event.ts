@@ -30,7 +30,8 @@ export const EventSchema = Type.Object(
     sequence: Count,
     type: StringEnum(EVENT_TYPES),
     startedAt: IsoDateTime,
-    payload: Type.Object({}, { additionalProperties: true }),
+    // Static type: an object whose fields are not known here (TypeBox would say `{}`).
+    payload: Type.Unsafe<Record<string, unknown>>(Type.Object({}, { additionalProperties: true })),
     status: StringEnum(EVENT_STATUSES),
     payloadEncrypted: Type.Boolean(),
     parentEventId: Type.Optional(Nullable(Identifier)),

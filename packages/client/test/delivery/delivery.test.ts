@@ -211,7 +211,7 @@ describe('delivery: retries, refusals, 413 splits, the backlog cap, deadlines (f
     expect(after.deliveredEvents + after.droppedEvents).toBe(200);
     const names = transport.requests
       .slice(1)
-      .flatMap((b) => b.items[0]?.events.map((e) => e.payload.name) ?? []);
+      .flatMap((b) => b.items[0]?.events.map((e) => String(e.payload.name)) ?? []);
     expect(names.at(-1)).toBe('t199');
     expect(names).toEqual([...names].sort((x, y) => Number(x.slice(1)) - Number(y.slice(1))));
   });

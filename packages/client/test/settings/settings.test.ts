@@ -153,7 +153,7 @@ describe('client settings: every setting of the spec with its default and its ch
   });
 
   it('disables the client, with one warning naming the character, for an apiKey HTTP headers cannot carry', async () => {
-    for (const [apiKey, character] of [
+    for (const [apiKey, character] of <[string, string][]>[
       ['flk_\u200babc', 'U+200B at position 5'],
       ['flk_abc\n', 'U+000A at position 8'],
       ['flk abc', 'U+0020 at position 4'],
