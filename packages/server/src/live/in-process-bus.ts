@@ -87,19 +87,22 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
         for (const message of messages) listener.message(message);
       return messages.map((m) => m.id);
     },
-    async replay(agentId, afterId) {
+    async replay(agentId, afterId, maxBatches = Infinity) {
       const buffered = [...(buffers.get(agentId)?.values() ?? [])];
-      const all = () => buffered.flatMap((e) => e.messages);
-      if (afterId === undefined) return { messages: all(), resumed: false };
+      const page = (from: number) => ({
+        messages: buffered.slice(from, from + maxBatches).flatMap((e) => e.messages),
+        complete: from + maxBatches >= buffered.length,
+      });
+      const all = () => ({ ...page(0), resumed: false });
+      if (afterId === undefined) return all();
       const { entryId, index } = splitMessageId(afterId);
       const at = buffered.findIndex((e) => e.id === entryId);
       const entry = buffered[at];
-      if (!entry || index >= entry.messages.length) return { messages: all(), resumed: false };
+      if (!entry || index >= entry.messages.length) return all();
+      const rest = page(at + 1);
       return {
-        messages: [
-          ...entry.messages.slice(index + 1),
-          ...buffered.slice(at + 1).flatMap((e) => e.messages),
-        ],
+        messages: [...entry.messages.slice(index + 1), ...rest.messages],
+        complete: rest.complete,
         resumed: true,
       };
     },

@@ -12,6 +12,11 @@ export interface Replay {
   messages: LiveMessage[];
   /** True when `afterId` was found: `messages` are exactly what came after it. */
   resumed: boolean;
+  /**
+   * True when no batch follows `messages` in the buffer; false when more may (a page of
+   * `maxBatches`): the next page is the replay after the last of `messages`.
+   */
+  complete: boolean;
 }
 
 export type BusStatus = 'connected' | 'interrupted';
@@ -48,9 +53,10 @@ export interface LiveBus {
   /**
    * Messages of the agent after `afterId` while that id is still buffered (`resumed`);
    * otherwise (no id, or one that has been evicted or never was) every buffered message.
-   * Oldest first.
+   * Oldest first. With `maxBatches`, the messages of at most that many batches (besides the
+   * rest of the batch `afterId` is in), so a long replay can be read and sent page by page.
    */
-  replay(agentId: string, afterId?: string): Promise<Replay>;
+  replay(agentId: string, afterId?: string, maxBatches?: number): Promise<Replay>;
   /**
    * Real-time messages published from the moment the returned promise resolves (by any
    * instance sharing the bus). Subscribe first, then replay: together they leave no gap.

@@ -4,8 +4,12 @@ import {
   splitMessageId,
   type LiveBus,
   type LiveMessage,
+  type Replay,
   type Subscription,
 } from './live-bus.js';
+
+/** Batches per page of a replay. */
+const REPLAY_PAGE_BATCHES = 100;
 
 /** Where a live stream's messages go (the HTTP layer writes them as SSE). */
 export interface LiveSink {
@@ -63,6 +67,13 @@ export async function openLiveStream(
     sink.warning();
   };
 
+  const readPage = (afterId: string | undefined): Promise<Replay> => {
+    const page = bus.replay(agentId, afterId, REPLAY_PAGE_BATCHES);
+    // a page read ahead may be abandoned (the client left): its failure is nobody's
+    page.catch(() => {});
+    return page;
+  };
+
   async function catchUp(): Promise<void> {
     if (replaying) return;
     replaying = true;
@@ -70,22 +81,32 @@ export async function openLiveStream(
       // Again at once only if `connected` came while a failing attempt was in flight.
       while (replayDue && !closed) {
         replayDue = false;
-        const afterId = lastSent ?? resumeFrom;
-        let messages: LiveMessage[];
-        try {
-          const replay = await bus.replay(agentId, afterId);
+        // Page by page, reading the next page from the bus while this one is sent, so at most
+        // two pages are in memory; each page resumes after the last message of the one before.
+        let afterId = lastSent ?? resumeFrom;
+        let next = readPage(afterId);
+        let complete = false;
+        while (!complete) {
+          let replay: Replay;
+          try {
+            replay = await next;
+          } catch (error) {
+            if (closed) return;
+            options.onError?.(error);
+            warn();
+            break;
+          }
           if (replay.resumed) lastSent ??= afterId;
-          messages = replay.messages;
-        } catch (error) {
-          if (closed) return;
-          options.onError?.(error);
-          warn();
-          continue;
+          complete = replay.complete;
+          afterId = replay.messages.at(-1)?.id ?? afterId;
+          if (!complete) next = readPage(afterId);
+          for (const message of replay.messages) {
+            if (overflowed || closed) return;
+            if (!deliver(message)) await sink.drained();
+          }
         }
-        for (const message of messages) {
-          if (overflowed || closed) return;
-          if (!deliver(message)) await sink.drained();
-        }
+        // A page failed: the replay is due again on `connected`, from the last message sent.
+        if (!complete) continue;
         while (held.length > 0 && !overflowed && !closed) {
           const message = held.shift() as LiveMessage;
           if (isFirstItem(message)) heldBatches--;

@@ -28,6 +28,9 @@ export interface RedisBusOptions {
 }
 
 type Entry = [id: string, fields: string[]];
+
+/** Entries per XRANGE of a replay. */
+const REPLAY_PAGE = 100;
 type XReadReply = [key: string, entries: Entry[]][] | null;
 
 /** An entry is one batch, its items stored as repeated `d` fields, in order. */
@@ -163,24 +166,46 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     }
   }
 
+  /**
+   * Up to `max` of the stream's entries from `start` (an entry id, inclusive, or `-`) on, and
+   * whether that was all. Read in pages: one XRANGE of a full stream is ~20 MB, which the
+   * client parses two to three times slower than the same entries in pages of 100, and which
+   * could outlast the command timeout on a busy machine. Entries added while paging are read
+   * too (their ids dedupe them against live delivery).
+   */
+  async function entriesFrom(agentId: string, start: string, max: number) {
+    const entries: Entry[] = [];
+    let from = start;
+    while (entries.length < max) {
+      const count = Math.min(REPLAY_PAGE, max - entries.length);
+      const page = (await commands.xrange(key(agentId), from, '+', 'COUNT', count)) as Entry[];
+      entries.push(...page);
+      const last = page.at(-1);
+      if (page.length < count || last === undefined) return { entries, complete: true };
+      from = `(${last[0]}`;
+    }
+    return { entries, complete: false };
+  }
+
   /** Everything after `afterId` when its entry is still in the stream, else everything. */
-  async function replayFrom(agentId: string, afterId: string | undefined) {
+  async function replayFrom(agentId: string, afterId: string | undefined, maxBatches: number) {
     if (afterId !== undefined && isMessageId(afterId)) {
       const { entryId, index } = splitMessageId(afterId);
       // one read from that entry on: if its first entry is that one, the client resumes
-      const from = (await commands.xrange(key(agentId), entryId, '+')) as Entry[];
-      const first = from[0];
+      const from = await entriesFrom(agentId, entryId, maxBatches + 1);
+      const first = from.entries[0];
       if (first?.[0] === entryId) {
         const items = messagesOf(first);
         if (index < items.length)
           return {
-            messages: [...items.slice(index + 1), ...from.slice(1).flatMap(messagesOf)],
+            messages: [...items.slice(index + 1), ...from.entries.slice(1).flatMap(messagesOf)],
             resumed: true,
+            complete: from.complete,
           };
       }
     }
-    const all = (await commands.xrange(key(agentId), '-', '+')) as Entry[];
-    return { messages: all.flatMap(messagesOf), resumed: false };
+    const all = await entriesFrom(agentId, '-', maxBatches);
+    return { messages: all.entries.flatMap(messagesOf), resumed: false, complete: all.complete };
   }
 
   const loop = (async () => {
@@ -209,9 +234,12 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       if (error) throw error;
       return data.map((_, index) => messageId(id as string, index));
     },
-    async replay(agentId, afterId) {
+    async replay(agentId, afterId, maxBatches) {
       try {
-        return await replayFrom(agentId, afterId);
+        if (maxBatches === undefined)
+          // all of it: what is added meanwhile reaches subscribers live
+          return { ...(await replayFrom(agentId, afterId, bufferSize)), complete: true };
+        return await replayFrom(agentId, afterId, Math.min(maxBatches, bufferSize));
       } catch (error) {
         // Streams that could not get their replay ask again on `connected`, which the next
         // successful read (or reconnection) reports.

@@ -128,13 +128,17 @@ describeBuses('LiveBus contract [%s]', (engine: BusName) => {
     }
     await bus.publish(agent(), [data('another agent')]);
     const replay = await bus.replay(a);
-    expect(replay).toEqual({ messages: published, resumed: false });
+    expect(replay).toEqual({ messages: published, resumed: false, complete: true });
     expect(labels(replay.messages)).toEqual(['m1', 'm2', 'm3', 'm4', 'm5', 'm6']);
   });
 
   it('replay of an agent with nothing buffered is empty', async () => {
-    expect(await bus.replay(agent())).toEqual({ messages: [], resumed: false });
-    expect(await bus.replay(agent(), '1-1')).toEqual({ messages: [], resumed: false });
+    expect(await bus.replay(agent())).toEqual({ messages: [], resumed: false, complete: true });
+    expect(await bus.replay(agent(), '1-1')).toEqual({
+      messages: [],
+      resumed: false,
+      complete: true,
+    });
   });
 
   it('replay(afterId) returns exactly what came after that id, resumed', async () => {
@@ -150,7 +154,7 @@ describeBuses('LiveBus contract [%s]', (engine: BusName) => {
     expect(labels(afterFirst.messages)).toEqual(['m2', 'm3', 'm4', 'm5']);
 
     // the newest id: nothing missed
-    expect(await bus.replay(a, ids[4])).toEqual({ messages: [], resumed: true });
+    expect(await bus.replay(a, ids[4])).toEqual({ messages: [], resumed: true, complete: true });
   });
 
   it('replay(afterId) of an unknown id returns everything buffered, not resumed', async () => {
@@ -231,6 +235,64 @@ describeBuses('LiveBus contract [%s]', (engine: BusName) => {
     expect(after.messages).toHaveLength(LIVE_BUFFER);
     expect(after.messages[0]?.id).toBe(ids[2]);
     expect(after.messages.at(-1)?.id).toBe(newest);
+  });
+
+  it('replay with maxBatches reads page by page: each page after the last message of the one before, the same messages in all', async () => {
+    const a = agent();
+    // batches of 1, 2 and 3 items
+    for (let i = 0; i < 250; i++)
+      await bus.publish(
+        a,
+        Array.from({ length: 1 + (i % 3) }, (_, k) => data(`p${i}.${k}`)),
+      );
+    const whole = await bus.replay(a);
+    expect(whole.complete).toBe(true);
+
+    const paged: LiveMessage[] = [];
+    let afterId: string | undefined;
+    let pages = 0;
+    for (;;) {
+      const page = await bus.replay(a, afterId, 100);
+      pages++;
+      if (afterId !== undefined) expect(page.resumed).toBe(true);
+      // a page is at most 100 batches (a batch's first item starts one)
+      expect(page.messages.filter((m) => m.id.split('-').length === 2).length).toBeLessThanOrEqual(
+        100,
+      );
+      paged.push(...page.messages);
+      if (page.complete) break;
+      expect(page.messages.length).toBeGreaterThan(0);
+      afterId = page.messages.at(-1)?.id;
+    }
+    expect(pages).toBeGreaterThanOrEqual(3);
+    expect(pages).toBeLessThanOrEqual(4);
+    expect(paged).toEqual(whole.messages);
+
+    // resuming in the middle of a batch: its rest, then at most maxBatches more
+    const third = await bus.publish(a, [data('x0'), data('x1'), data('x2')]);
+    await bus.publish(a, [data('y0')]);
+    await bus.publish(a, [data('z0')]);
+    const mid = await bus.replay(a, third[0], 1);
+    expect(mid.resumed).toBe(true);
+    expect(mid.complete).toBe(false);
+    expect(mid.messages.map((m) => m.id)).toEqual([third[1], third[2], expect.any(String)]);
+    const last = await bus.replay(a, mid.messages.at(-1)?.id, 1);
+    expect(last.messages.map((m) => JSON.parse(m.data).label)).toEqual(['z0']);
+  });
+
+  it('replay while batches are being published returns an unbroken run from the oldest, with every batch published before it', async () => {
+    const a = agent();
+    const ids: string[] = [];
+    for (let i = 0; i < 300; i++) ids.push(...(await bus.publish(a, [data(`before${i}`)])));
+    const publishing = (async () => {
+      for (let i = 0; i < 200; i++) ids.push(...(await bus.publish(a, [data(`during${i}`)])));
+    })();
+    const replay = await bus.replay(a);
+    await publishing;
+    const replayed = replay.messages.map((m) => m.id);
+    expect(replayed.length).toBeGreaterThanOrEqual(300);
+    // a prefix of everything published: nothing skipped between pages, nothing twice
+    expect(replayed).toEqual(ids.slice(0, replayed.length));
   });
 
   it('a batch is one buffer entry: its items have ids E, E-1, E-2, and resume item by item', async () => {

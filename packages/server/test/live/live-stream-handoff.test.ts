@@ -15,6 +15,7 @@ import { openLiveStream, type LiveSink } from '../../src/live/live-stream.js';
 function scriptedBus() {
   const replays: {
     afterId: string | undefined;
+    maxBatches: number | undefined;
     resolve: (replay: Replay) => void;
     reject: (error: Error) => void;
   }[] = [];
@@ -23,8 +24,10 @@ function scriptedBus() {
   const bus: LiveBus = {
     engine: 'memory',
     publish: async () => [],
-    replay: (_agentId, afterId) =>
-      new Promise<Replay>((resolve, reject) => replays.push({ afterId, resolve, reject })),
+    replay: (_agentId, afterId, maxBatches) =>
+      new Promise<Replay>((resolve, reject) =>
+        replays.push({ afterId, maxBatches, resolve, reject }),
+      ),
     subscribe: async (_agentId, l): Promise<Subscription> => {
       listener = l;
       return {
@@ -108,11 +111,58 @@ describe('openLiveStream hand-off (scripted bus)', () => {
     const first = await scripted.replayAsked(1);
     expect(first.afterId).toBeUndefined();
     for (const id of ['2-0', '3-0', '3-0-1', '4-0']) scripted.listener.message(message(id));
-    first.resolve({ messages: ['1-0', '2-0', '3-0'].map(message), resumed: false });
+    first.resolve({ messages: ['1-0', '2-0', '3-0'].map(message), resumed: false, complete: true });
     await opening;
     expect(out.sent).toEqual(['1-0', '2-0', '3-0', '3-0-1', '4-0']);
     scripted.listener.message(message('5-0'));
     expect(out.sent.at(-1)).toBe('5-0');
+  });
+
+  it('reads a long replay page by page, the next page asked after the last message of the one before while it is sent', async () => {
+    const scripted = scriptedBus();
+    const out = recordingSink();
+    const opening = open(scripted, out.sink, '1-0');
+    const first = await scripted.replayAsked(1);
+    expect(first.afterId).toBe('1-0');
+    expect(first.maxBatches).toBe(100);
+    scripted.listener.message(message('5-0'));
+    first.resolve({
+      messages: ['2-0', '2-0-1', '3-0'].map(message),
+      resumed: true,
+      complete: false,
+    });
+    const second = await scripted.replayAsked(2);
+    expect(second.afterId).toBe('3-0');
+    expect(out.sent).toEqual(['2-0', '2-0-1', '3-0']);
+    // the held real-time message waits until the last page, which also has it: sent once
+    second.resolve({ messages: ['4-0', '5-0'].map(message), resumed: true, complete: true });
+    await opening;
+    expect(out.sent).toEqual(['2-0', '2-0-1', '3-0', '4-0', '5-0']);
+    expect(scripted.replays).toHaveLength(2);
+  });
+
+  it('a page that fails warns, and on `connected` the replay goes on after the last message sent', async () => {
+    const scripted = scriptedBus();
+    const out = recordingSink();
+    const opening = open(scripted, out.sink);
+    (await scripted.replayAsked(1)).resolve({
+      messages: ['1-0', '2-0'].map(message),
+      resumed: false,
+      complete: false,
+    });
+    (await scripted.replayAsked(2)).reject(down());
+    await opening;
+    expect(out.sent).toEqual(['1-0', '2-0']);
+    expect(out.warnings).toBe(1);
+    scripted.listener.message(message('4-0'));
+    expect(out.sent).toEqual(['1-0', '2-0']);
+
+    scripted.listener.status('connected');
+    const third = await scripted.replayAsked(3);
+    expect(third.afterId).toBe('2-0');
+    third.resolve({ messages: ['3-0'].map(message), resumed: true, complete: true });
+    for (let i = 0; i < 10; i++) await tick();
+    expect(out.sent).toEqual(['1-0', '2-0', '3-0', '4-0']);
   });
 
   it('after a failed replay, replays again when the bus is back, after the client’s Last-Event-ID, then goes live', async () => {
@@ -132,7 +182,11 @@ describe('openLiveStream hand-off (scripted bus)', () => {
     // real-time messages during that replay wait behind it; what it also has is sent once
     for (const id of ['7-0', '8-0', '8-0-1']) scripted.listener.message(message(id));
     expect(out.sent).toEqual([]);
-    second.resolve({ messages: ['5-0-2', '6-0', '7-0'].map(message), resumed: true });
+    second.resolve({
+      messages: ['5-0-2', '6-0', '7-0'].map(message),
+      resumed: true,
+      complete: true,
+    });
     for (let i = 0; i < 5; i++) await tick();
     expect(out.sent).toEqual(['5-0-2', '6-0', '7-0', '8-0', '8-0-1']);
     scripted.listener.message(message('9-0'));
@@ -165,7 +219,7 @@ describe('openLiveStream hand-off (scripted bus)', () => {
     scripted.listener.status('connected');
     const third = await scripted.replayAsked(3);
     expect(third.afterId).toBe('1-0');
-    third.resolve({ messages: ['2-0', '3-0'].map(message), resumed: true });
+    third.resolve({ messages: ['2-0', '3-0'].map(message), resumed: true, complete: true });
     for (let i = 0; i < 5; i++) await tick();
     expect(out.sent).toEqual(['2-0', '3-0']);
   });
@@ -180,7 +234,7 @@ describe('openLiveStream hand-off (scripted bus)', () => {
     first.reject(down());
     // asked again at once, still as part of opening
     const second = await scripted.replayAsked(2);
-    second.resolve({ messages: [message('1-0')], resumed: false });
+    second.resolve({ messages: [message('1-0')], resumed: false, complete: true });
     await opening;
     expect(out.sent).toEqual(['1-0']);
   });
@@ -213,7 +267,7 @@ describe('openLiveStream hand-off (scripted bus)', () => {
     const items = ['7-0', ...Array.from({ length: 1499 }, (_, k) => `7-0-${k + 1}`)];
     for (const id of items) scripted.listener.message(message(id));
     expect(out.overflows).toBe(0);
-    first.resolve({ messages: [message('6-0')], resumed: false });
+    first.resolve({ messages: [message('6-0')], resumed: false, complete: true });
     await opening;
     expect(out.overflows).toBe(0);
     expect(out.sent).toEqual(['6-0', ...items]);
@@ -230,7 +284,7 @@ describe('openLiveStream hand-off (scripted bus)', () => {
     expect(out.overflows).toBe(1);
     scripted.listener.message(message('11-0'));
     expect(out.overflows).toBe(1);
-    first.resolve({ messages: [message('6-0')], resumed: false });
+    first.resolve({ messages: [message('6-0')], resumed: false, complete: true });
     await opening;
   });
 
@@ -245,7 +299,7 @@ describe('openLiveStream hand-off (scripted bus)', () => {
     const second = await scripted.replayAsked(2);
     subscription.unsubscribe();
     expect(scripted.unsubscribed).toBe(true);
-    second.resolve({ messages: [message('1-0')], resumed: false });
+    second.resolve({ messages: [message('1-0')], resumed: false, complete: true });
     for (let i = 0; i < 5; i++) await tick();
     expect(out.sent).toEqual([]);
   });
