@@ -180,11 +180,16 @@ async function main() {
     },
     results,
   };
+  // A report rebuilt from runs made at different times says when each was made.
+  const measuredAt = (byName) =>
+    Object.entries(byName)
+      .map(([name, json]) => `${name} ${json.date ?? json.measuredAt ?? '?'}`)
+      .join(', ');
   writeJsonAtomic(join(RESULTS, 'latest.json'), latest);
   writeFileSync(join(RESULTS, 'latest.svg'), renderSvg(latest));
   writeFileSync(
     join(RESULTS, 'latest.md'),
-    `Measured ${latest.date} on ${meta.cpuModel} x ${meta.cores}, node ${meta.node}` +
+    `Measured ${measuredAt(results) || latest.date} on ${meta.cpuModel} x ${meta.cores}, node ${meta.node}` +
       `${QUICK ? ' (QUICK SMOKE RUN: not for figures)' : ''}; ratio = service / baseline, same run.\n\n` +
       markdownTable(summary),
   );
