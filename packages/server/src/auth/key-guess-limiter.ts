@@ -15,10 +15,10 @@ interface Window {
 }
 
 /**
- * Counts failed API key authentications per client address, so that guessing keys costs an
- * address at most `maxFailures` attempts per `windowMs`; past that, its attempts with a key that
- * is not valid are refused without asking the store (the caller answers `429` with
- * `retryAfterSeconds`).
+ * Counts failed authentications (API keys; the admin token, in a limiter of its own) per client
+ * address, so that guessing a secret costs an address at most `maxFailures` attempts per
+ * `windowMs`; past that, its attempts with a secret that is not valid are refused unexamined
+ * (the caller answers `429` with `retryAfterSeconds`).
  *
  * A window opens at an address's first failure and closes `windowMs` later, whatever happens in
  * it: refused attempts do not extend it. Windows are computed lazily (no timers), and the map is
@@ -34,7 +34,7 @@ export class KeyGuessLimiter {
     this.now = options.now ?? (() => performance.now());
   }
 
-  /** Seconds until `address` may try a key that is not valid again, or 0 when it may now. */
+  /** Seconds until `address` may try a secret that is not valid again, or 0 when it may now. */
   retryAfterSeconds(address: string): number {
     const now = this.now();
     const window = this.current(addressBucket(address), now);

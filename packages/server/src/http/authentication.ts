@@ -23,14 +23,13 @@ type Hook = (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
  * `Authorization` header guesses nothing and gets its `401`; with one, a key that is not valid
  * counts against the client address, and past the address's limit the answer is `429` with
  * `Retry-After` (counted in `onRefused`) instead of `401`, without the store being asked. The
- * address is `request.ip`, the socket's peer: the app does not set Fastify's `trustProxy`, so an
- * `X-Forwarded-For` a guesser could vary at will is not believed.
+ * address is `request.ip`: the socket's peer, or the client as the proxies named in
+ * `TRUST_PROXY` forward it, so an `X-Forwarded-For` a guesser could vary at will is not believed.
  */
 export function requireApiKey(resolver: ApiKeyResolver, onRefused: () => void = () => {}): Hook {
   return async (request) => {
     const header = request.headers.authorization;
-    if (header === undefined || header.trim() === '')
-      throw new FlightlogError('unauthorized', SEND_API_KEY);
+    if (!sendsCredential(header)) throw new FlightlogError('unauthorized', SEND_API_KEY);
     const key = bearerCredential(header);
     const check = await resolver.authenticate(key ?? '', request.ip);
     if (check.ok) {
@@ -39,11 +38,7 @@ export function requireApiKey(resolver: ApiKeyResolver, onRefused: () => void = 
     }
     if (check.reason === 'too-many-failures') {
       onRefused();
-      throw new FlightlogError(
-        'too-many-requests',
-        'Too many requests with an API key that is not valid came from this address; try again later.',
-        { retryAfterSeconds: check.retryAfterSeconds },
-      );
+      throw tooManyGuesses('an API key that is not valid', check.retryAfterSeconds);
     }
     throw new FlightlogError(
       'unauthorized',
@@ -53,6 +48,20 @@ export function requireApiKey(resolver: ApiKeyResolver, onRefused: () => void = 
 }
 
 const SEND_API_KEY = 'Send the agent API key as Authorization: Bearer <API_KEY>.';
+
+/** A request without an `Authorization` header guesses nothing: it is not counted. */
+function sendsCredential(header: string | undefined): header is string {
+  return header !== undefined && header.trim() !== '';
+}
+
+/** The `429` of an address past its limit of failed authentications. */
+function tooManyGuesses(what: string, retryAfterSeconds: number): FlightlogError {
+  return new FlightlogError(
+    'too-many-requests',
+    `Too many requests with ${what} came from this address; try again later.`,
+    { retryAfterSeconds },
+  );
+}
 
 /** onRequest hook of the dashboard routes: an identity JWT names the user. */
 export function requireUser(identity: IdentityVerifier): Hook {
@@ -86,16 +95,11 @@ export function requireAdmin(
 ): Hook {
   return async (request) => {
     const header = request.headers.authorization;
-    if (header === undefined || header.trim() === '')
-      throw new FlightlogError('unauthorized', SEND_ADMIN_TOKEN);
+    if (!sendsCredential(header)) throw new FlightlogError('unauthorized', SEND_ADMIN_TOKEN);
     const retryAfterSeconds = guesses.retryAfterSeconds(request.ip);
     if (retryAfterSeconds > 0) {
       onRefused();
-      throw new FlightlogError(
-        'too-many-requests',
-        'Too many requests with a wrong admin token came from this address; try again later.',
-        { retryAfterSeconds },
-      );
+      throw tooManyGuesses('a wrong admin token', retryAfterSeconds);
     }
     const token = bearerCredential(header);
     if (!token || !secretsEqual(token, adminToken)) {

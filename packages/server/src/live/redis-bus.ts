@@ -28,10 +28,10 @@ export interface RedisBusOptions {
 }
 
 type Entry = [id: string, fields: string[]];
+type XReadReply = [key: string, entries: Entry[]][] | null;
 
 /** Entries per XRANGE of a replay. */
 const REPLAY_PAGE = 100;
-type XReadReply = [key: string, entries: Entry[]][] | null;
 
 /** An entry is one batch, its items stored as repeated `d` fields, in order. */
 function messagesOf([id, fields]: Entry): LiveMessage[] {
