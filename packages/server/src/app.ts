@@ -178,6 +178,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
 
   const bus = deps.bus ?? createInProcessBus({ maxBytes: config.liveBufferMaxBytes });
   const streams = new StreamRegistry(config.liveMaxStreamsPerUser);
+  metrics.watchLiveBacklog(() => bus.backlog());
   const onAnalysisQueued = deps.onAnalysisQueued;
   const live = new LivePublisher(bus, config.livePublishTimeoutMs, (error: unknown) => {
     metrics.livePublishFailures.inc();

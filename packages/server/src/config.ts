@@ -61,8 +61,10 @@ export interface Config {
   liveStallTimeoutMs: number;
   /** The SSE `retry:` hint. */
   liveRetryMs: number;
-  /** Longest an ingest request waits for the live bus after its commit. */
+  /** Longest a shutdown waits for live publishes in flight (requests never wait for them). */
   livePublishTimeoutMs: number;
+  /** Bytes of batches the Redis bus keeps while Redis is unreachable, to deliver once it is back. */
+  liveBacklogMaxBytes: number;
   liveRedisPrefix: string;
   /** Memory the in-process bus may hold across all agents. */
   liveBufferMaxBytes: number;
@@ -234,6 +236,13 @@ export function loadConfig(env: Env = process.env): Config {
     liveStallTimeoutMs: integer(env, 'LIVE_STALL_TIMEOUT_MS', 10_000, 100, 600_000),
     liveRetryMs: integer(env, 'LIVE_RETRY_MS', 3_000, 0, 600_000),
     livePublishTimeoutMs: integer(env, 'LIVE_PUBLISH_TIMEOUT_MS', 250, 1, 60_000),
+    liveBacklogMaxBytes: integer(
+      env,
+      'LIVE_BACKLOG_MAX_BYTES',
+      64 * 1024 * 1024,
+      1024,
+      16 * 1024 * 1024 * 1024,
+    ),
     liveRedisPrefix: text(env, 'LIVE_REDIS_PREFIX') ?? 'flightlog:live:',
     liveBufferMaxBytes: integer(
       env,

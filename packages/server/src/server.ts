@@ -3,6 +3,7 @@ import { workerFromConfig } from './analysis/worker-from-config.js';
 import { buildApp, type AppDependencies, type FlightlogApp } from './app.js';
 import type { Config } from './config.js';
 import { createRedisBus } from './live/redis-bus.js';
+import { replayHistoryFrom } from './live/replay-history.js';
 import { openStore, type Store } from './store/open-store.js';
 
 export interface RunningServer extends FlightlogApp {
@@ -30,11 +31,20 @@ export async function startServer(
     statementTimeoutMs: config.databaseStatementTimeoutMs,
   });
   let built: FlightlogApp;
+  let logBusError: (error: unknown) => void = () => {};
   let worker: AnalysisWorker | undefined;
   try {
-    // The live bus is chosen once, from configuration: Redis Streams when REDIS_URL is set.
+    // The live bus is chosen once, from configuration: Redis Streams when REDIS_URL is set. Its
+    // connection errors repeat at every reconnection attempt while Redis is away: debug level
+    // (the streams' warnings and the backlog metrics tell the operator).
     const bus = config.redisUrl
-      ? createRedisBus({ url: config.redisUrl, keyPrefix: config.liveRedisPrefix })
+      ? createRedisBus({
+          url: config.redisUrl,
+          keyPrefix: config.liveRedisPrefix,
+          backlogMaxBytes: config.liveBacklogMaxBytes,
+          history: replayHistoryFrom(store.traces),
+          onError: (error) => logBusError(error),
+        })
       : undefined;
     // Give Redis a moment so the first streams get their replay; a Redis that is down does not
     // hold the service back (streams warn until it is up).
@@ -48,6 +58,8 @@ export async function startServer(
       ...(bus ? { bus } : {}),
       ...(options.logger !== undefined ? { logger: options.logger } : {}),
     });
+    const log = built.app.log;
+    logBusError = (error) => log.debug({ err: error }, 'live bus: Redis unavailable');
     await built.app.listen({ port: config.port, host: config.host });
     if (config.analysisWorker) {
       worker = workerFromConfig(config, store, { logger: built.app.log, metrics: built.metrics });

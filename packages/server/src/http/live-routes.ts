@@ -154,7 +154,7 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
         typeof lastEventId === 'string' ? lastEventId : undefined,
         {
           message: (m: LiveMessage) =>
-            ended || write(`id: ${m.id}\nevent: trace\ndata: ${m.data}\n\n`),
+            ended || write(`id: ${m.id}\nevent: ${m.event ?? 'trace'}\ndata: ${m.data}\n\n`),
           drained,
           warning: () => void write(WARNING),
           overflow: () => {

@@ -120,6 +120,9 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
         },
       };
     },
+    backlog() {
+      return { batches: 0, bytes: 0 };
+    },
     async ready() {
       return true;
     },

@@ -6,7 +6,25 @@
 export interface LiveMessage {
   id: string;
   data: string;
+  /**
+   * `resync`: batches of this agent were lost to the stream before this point (the bus was
+   * unreachable for longer than its backlog could hold); `data` says when. Absent: a `trace`.
+   */
+  event?: 'resync';
 }
+
+/** What a `resync` message tells a client: re-read the agent's runs from the read API. */
+export interface ResyncNotice {
+  message: string;
+  /** Batches this instance could not deliver. */
+  missedBatches: number;
+  /** When the first and last of them were stored (ISO 8601). */
+  from: string;
+  to: string;
+}
+
+export const RESYNC_MESSAGE =
+  "live stream missed updates; re-read this agent's traces from the read API";
 
 export interface Replay {
   messages: LiveMessage[];
@@ -62,6 +80,11 @@ export interface LiveBus {
    * instance sharing the bus). Subscribe first, then replay: together they leave no gap.
    */
   subscribe(agentId: string, listener: LiveListener): Promise<Subscription>;
+  /**
+   * Batches published but not yet taken by the bus (Redis unreachable), and the bytes they hold.
+   * Always empty on the in-process bus.
+   */
+  backlog(): { batches: number; bytes: number };
   /** Resolves true once the bus can publish, false if it cannot within `timeoutMs`. */
   ready(timeoutMs: number): Promise<boolean>;
   /** Idempotent. */

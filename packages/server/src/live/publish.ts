@@ -3,8 +3,9 @@ import type { LiveBus } from './live-bus.js';
 /**
  * Publishes stored batches to their agents' live streams after the commit, off the request's
  * critical path: the store is primary and the stream a view, so the request never waits for
- * the bus, and a bus that fails or stalls is reported to `onError` (at the latest after
- * `timeoutMs`) and never fails the write.
+ * the bus, and a batch the bus gives up (a Redis backlog over its budget, a command Redis
+ * refuses) is reported to `onError` and never fails the write. A bus that cannot publish at
+ * once keeps the batch and publishes it when it can (see redis-bus.ts).
  *
  * Order: `publish` hands the batch to the bus at once, before it returns, and both buses append
  * in the order they are called (see LiveBus.publish). Called right after each commit, batches
@@ -12,7 +13,7 @@ import type { LiveBus } from './live-bus.js';
  * request waited for the bus.
  */
 export class LivePublisher {
-  /** Publishes not yet settled (or timed out), for a shutdown that lets them finish. */
+  /** Publishes not yet settled, for a shutdown that lets them finish (up to `timeoutMs`). */
   private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
@@ -31,25 +32,26 @@ export class LivePublisher {
       this.onError(error);
       return;
     }
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
-        this.onError(new Error(`live publish took longer than ${this.timeoutMs} ms`));
-        resolve();
-      }, this.timeoutMs);
-      timer.unref();
-    });
-    const settled: Promise<void> = Promise.race([published.then(() => {}), timeout])
-      .catch((error: unknown) => this.onError(error))
-      .finally(() => {
-        clearTimeout(timer);
-        this.inFlight.delete(settled);
-      });
+    const settled: Promise<void> = published
+      .then(
+        () => {},
+        (error: unknown) => this.onError(error),
+      )
+      .finally(() => this.inFlight.delete(settled));
     this.inFlight.add(settled);
   }
 
-  /** Resolves once every publish begun so far has settled or timed out. */
+  /**
+   * Resolves once every publish begun so far has settled, or after `timeoutMs` (a bus waiting
+   * for Redis to come back does not hold a shutdown up).
+   */
   async drained(): Promise<void> {
-    await Promise.all([...this.inFlight]);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.timeoutMs);
+      timer.unref();
+    });
+    await Promise.race([Promise.all([...this.inFlight]), timeout]);
+    clearTimeout(timer);
   }
 }

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import {
   LIVE_BUFFER,
@@ -9,7 +10,12 @@ import {
   type LiveBus,
   type LiveListener,
   type LiveMessage,
+  type ResyncNotice,
+  RESYNC_MESSAGE,
 } from './live-bus.js';
+import { BacklogOverflowError, PublishBacklog, type PendingBatch } from './publish-backlog.js';
+import type { ReplayHistory } from './replay-history.js';
+import { defineLiveScripts } from './redis-scripts.js';
 
 export interface RedisBusOptions {
   url: string;
@@ -17,8 +23,18 @@ export interface RedisBusOptions {
   keyPrefix?: string;
   /** How long one blocking read waits for new entries. */
   blockMs?: number;
-  /** Longest a publish may take before it is given up (the ingest request does not wait longer). */
+  /**
+   * Longest a command may take; a publish that takes longer waits in the backlog and is
+   * retried (the ingest request never waits for it).
+   */
   commandTimeoutMs?: number;
+  /**
+   * Bytes of batches kept while Redis is unreachable, delivered in order once it is back; past
+   * it the oldest go first and their agents' streams get a `resync` message. Default 64 MiB.
+   */
+  backlogMaxBytes?: number;
+  /** Where an agent's replay is rebuilt from when Redis lost its stream (restarted empty). */
+  history?: ReplayHistory;
   bufferSize?: number;
   /** Seconds an agent's stream lives after its last message (abandoned agents cost nothing). */
   ttlSeconds?: number;
@@ -33,14 +49,34 @@ type XReadReply = [key: string, entries: Entry[]][] | null;
 /** Entries per XRANGE of a replay. */
 const REPLAY_PAGE = 100;
 
-/** An entry is one batch, its items stored as repeated `d` fields, in order. */
+/**
+ * An entry is one batch, its items stored as repeated `d` fields, in order (after a `t` field,
+ * the publish's token); or one `r` field, a resync notice.
+ */
 function messagesOf([id, fields]: Entry): LiveMessage[] {
   const messages: LiveMessage[] = [];
   for (let i = 0; i + 1 < fields.length; i += 2)
     if (fields[i] === 'd')
       messages.push({ id: messageId(id, messages.length), data: fields[i + 1] as string });
+    else if (fields[i] === 'r')
+      messages.push({
+        id: messageId(id, messages.length),
+        data: fields[i + 1] as string,
+        event: 'resync',
+      });
   return messages;
 }
+
+/** Batches written per round of a backlog flush (sent together, answered in order). */
+const FLUSH_CHUNK = 100;
+/** How far back a retried write looks for its own token (see redis-scripts.ts). */
+const RETRY_LOOK_BACK = 100;
+/** A flush that failed is tried again after this, doubling up to the maximum. */
+const FLUSH_RETRY_MS = 250;
+const FLUSH_RETRY_MAX_MS = 4_000;
+
+/** An answer of Redis itself (the command ran and failed), not a lost connection or timeout. */
+const isReplyError = (error: unknown) => error instanceof Error && error.name === 'ReplyError';
 
 /** A listener and the entry after which it receives (what came before is replay's). */
 interface Watcher {
@@ -83,6 +119,25 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     connectionName: `${connectionName}-commands`,
   });
   commands.on('error', onError);
+  const scripts = defineLiveScripts(commands);
+  const ttlSeconds = options.ttlSeconds ?? 86_400;
+
+  const backlog = new PublishBacklog(options.backlogMaxBytes ?? 64 * 1024 * 1024);
+  let publishSeq = 0;
+  let flushing = false;
+  let flushRetryMs = FLUSH_RETRY_MS;
+  let flushTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * The epoch of Redis's data: when this Redis first held Flightlog's streams. A Redis that
+   * restarted empty has none, and whoever notices first sets it to now; an agent's stream whose
+   * rebuild marker is of an older epoch may have lost batches stored before it.
+   */
+  let epoch: Promise<string> | undefined;
+  const epochKey = `${prefix}#epoch`;
+  const rebuildMarker = (agentId: string) => `${prefix}#rebuilt:${agentId}`;
+  /** Rebuilds in flight on this instance, so concurrent replays of one agent share one. */
+  const rebuilding = new Map<string, Promise<void>>();
 
   const listeners = new Map<string, Set<Watcher>>();
   /** Per watched agent: the id after which the reader delivers. */
@@ -115,7 +170,12 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
   commands.on('close', () => setStatus('interrupted'));
   // Also with no stream open (no reads to notice it), so the next stream is not told of an
   // outage that is over.
-  commands.on('ready', () => setStatus('connected'));
+  commands.on('ready', () => {
+    setStatus('connected');
+    epoch = readEpoch();
+    epoch.catch(() => {}); // read again at the next replay
+    flushBacklog();
+  });
 
   async function readOnce(): Promise<void> {
     const agents = [...cursors.keys()];
@@ -208,6 +268,189 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     return { messages: all.entries.flatMap(messagesOf), resumed: false, complete: all.complete };
   }
 
+  const fieldsOf = (batch: PendingBatch) => batch.data.flatMap((d) => ['d', d]);
+
+  /** One batch to its agent's stream; a retry of a write that may have landed adds it once. */
+  async function write(batch: PendingBatch): Promise<string[]> {
+    let id: string;
+    if (batch.uncertain)
+      id = await scripts.addOnce(
+        key(batch.agentId),
+        bufferSize,
+        ttlSeconds,
+        RETRY_LOOK_BACK,
+        batch.token,
+        fieldsOf(batch),
+      );
+    else {
+      const results =
+        (await commands
+          .pipeline()
+          .xadd(
+            key(batch.agentId),
+            'MAXLEN',
+            String(bufferSize),
+            '*',
+            't',
+            batch.token,
+            ...fieldsOf(batch),
+          )
+          .expire(key(batch.agentId), ttlSeconds)
+          .exec()) ?? [];
+      const [error, added] = results[0] ?? [new Error('XADD had no reply'), null];
+      if (error) throw error;
+      id = added as string;
+    }
+    return batch.data.map((_, index) => messageId(id, index));
+  }
+
+  /** Keeps a batch for when Redis is back; what the budget gives up is lost to the streams. */
+  function hold(batch: PendingBatch): void {
+    if (closed) {
+      batch.reject(new Error('the live bus is closed'));
+      return;
+    }
+    for (const dropped of backlog.push(batch))
+      dropped.reject(
+        new BacklogOverflowError(
+          `live backlog over ${backlog.bytes} bytes while Redis is unreachable: batch dropped`,
+        ),
+      );
+    flushBacklog();
+  }
+
+  function retryFlushLater(): void {
+    if (flushTimer !== undefined || closed) return;
+    flushTimer = setTimeout(() => {
+      flushTimer = undefined;
+      flushBacklog();
+    }, flushRetryMs);
+    flushTimer.unref();
+    flushRetryMs = Math.min(flushRetryMs * 2, FLUSH_RETRY_MAX_MS);
+  }
+
+  /** A `resync` entry for an agent whose stream lost batches. */
+  async function announceGap(
+    agentId: string,
+    gap: { missedBatches: number; from: number; to: number },
+  ) {
+    const notice: ResyncNotice = {
+      message: RESYNC_MESSAGE,
+      missedBatches: gap.missedBatches,
+      from: new Date(gap.from).toISOString(),
+      to: new Date(gap.to).toISOString(),
+    };
+    await commands
+      .pipeline()
+      .xadd(key(agentId), 'MAXLEN', String(bufferSize), '*', 'r', JSON.stringify(notice))
+      .expire(key(agentId), ttlSeconds)
+      .exec()
+      .then((results) => {
+        const failed = results?.find(([error]) => error)?.[0];
+        if (failed) throw failed;
+      });
+  }
+
+  /**
+   * Writes what waited for Redis, oldest first: first the `resync` notices of agents that lost
+   * batches, then the batches, a chunk at a time (sent together, so one round trip per chunk).
+   * Stops at the first lost connection or timeout and tries again when Redis is ready (or after
+   * a backoff, for a connection that stays open but does not answer).
+   */
+  function flushBacklog(): void {
+    if (flushing || closed || commands.status !== 'ready') return;
+    if (backlog.size === 0 && !backlog.hasGaps) return;
+    flushing = true;
+    (async () => {
+      while (!closed && commands.status === 'ready' && (backlog.size > 0 || backlog.hasGaps)) {
+        for (const [agentId, gap] of backlog.takeGaps())
+          try {
+            await announceGap(agentId, gap);
+          } catch (error) {
+            backlog.restoreGap(agentId, gap);
+            throw error;
+          }
+        const chunk = backlog.peek(FLUSH_CHUNK);
+        const written = await Promise.allSettled(chunk.map(write));
+        for (const [i, outcome] of written.entries()) {
+          const batch = chunk[i] as PendingBatch;
+          if (outcome.status === 'fulfilled') {
+            backlog.shift();
+            batch.resolve(outcome.value);
+          } else if (isReplyError(outcome.reason)) {
+            // Redis refused it (out of memory, a key of the wrong type): it will not go later.
+            backlog.shift();
+            backlog.recordGap(batch);
+            batch.reject(outcome.reason as Error);
+          } else {
+            // This one and the rest of the chunk may have been written: retry them once.
+            for (const rest of chunk.slice(i)) rest.uncertain = true;
+            throw outcome.reason;
+          }
+        }
+      }
+      flushRetryMs = FLUSH_RETRY_MS;
+    })()
+      .catch((error: unknown) => {
+        onError(error);
+        retryFlushLater();
+      })
+      .finally(() => {
+        flushing = false;
+        // published while the last chunk was in flight
+        if (backlog.size > 0 || backlog.hasGaps) flushBacklog();
+      });
+  }
+
+  async function readEpoch(): Promise<string> {
+    await commands.set(epochKey, String(Date.now()), 'NX');
+    const value = await commands.get(epochKey);
+    if (value === null) throw new Error('the live bus epoch vanished');
+    return value;
+  }
+
+  /**
+   * Rebuilds the agent's replay from the store when Redis may have lost its batches (its stream
+   * was not rebuilt in this epoch of Redis's data, and is not full): at most once per epoch, in
+   * front of what the stream holds. A store that fails only costs this replay its rebuild.
+   */
+  async function rebuildIfLost(agentId: string): Promise<void> {
+    const history = options.history;
+    if (history === undefined) return;
+    epoch ??= readEpoch();
+    const current = await epoch.catch((error: unknown) => {
+      epoch = undefined;
+      throw error;
+    });
+    const [[, marker] = [], [, length] = []] =
+      (await commands.pipeline().get(rebuildMarker(agentId)).xlen(key(agentId)).exec()) ?? [];
+    if (marker === current || (length as number) >= bufferSize) return;
+    let runs: string[];
+    try {
+      runs = await history(agentId, new Date(Number(current)));
+    } catch (error) {
+      onError(error);
+      return;
+    }
+    await scripts.rebuild(
+      key(agentId),
+      rebuildMarker(agentId),
+      current,
+      bufferSize,
+      ttlSeconds,
+      runs,
+    );
+  }
+
+  function rebuildOnce(agentId: string): Promise<void> {
+    let running = rebuilding.get(agentId);
+    if (!running) {
+      running = rebuildIfLost(agentId).finally(() => rebuilding.delete(agentId));
+      rebuilding.set(agentId, running);
+    }
+    return running;
+  }
+
   const loop = (async () => {
     while (!closed) {
       if (cursors.size === 0) {
@@ -221,21 +464,36 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
 
   return {
     engine: 'redis',
-    async publish(agentId, data) {
-      if (data.length === 0) return [];
-      const fields = data.flatMap((d) => ['d', d]);
-      const results =
-        (await commands
-          .pipeline()
-          .xadd(key(agentId), 'MAXLEN', String(bufferSize), '*', ...fields)
-          .expire(key(agentId), options.ttlSeconds ?? 86_400)
-          .exec()) ?? [];
-      const [error, id] = results[0] ?? [new Error('XADD had no reply'), null];
-      if (error) throw error;
-      return data.map((_, index) => messageId(id as string, index));
+    publish(agentId, data) {
+      if (data.length === 0) return Promise.resolve([]);
+      return new Promise<string[]>((resolve, reject) => {
+        const batch: PendingBatch = {
+          agentId,
+          data,
+          token: randomBytes(12).toString('base64url'),
+          seq: ++publishSeq,
+          bytes: data.reduce((sum, d) => sum + d.length * 2 + 64, 0),
+          publishedAt: Date.now(),
+          uncertain: false,
+          resolve,
+          reject,
+        };
+        // Behind batches still waiting, or while Redis is away: wait, in order.
+        if (closed || backlog.size > 0 || flushing || commands.status !== 'ready') {
+          hold(batch);
+          return;
+        }
+        write(batch).then(resolve, (error: unknown) => {
+          if (isReplyError(error)) return reject(error as Error);
+          onError(error);
+          batch.uncertain = true;
+          hold(batch);
+        });
+      });
     },
     async replay(agentId, afterId, maxBatches) {
       try {
+        await rebuildOnce(agentId);
         if (maxBatches === undefined)
           // all of it: what is added meanwhile reaches subscribers live
           return { ...(await replayFrom(agentId, afterId, bufferSize)), complete: true };
@@ -286,6 +544,9 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
         },
       };
     },
+    backlog() {
+      return { batches: backlog.size, bytes: backlog.bytes };
+    },
     async ready(timeoutMs) {
       if (commands.status === 'ready') return true;
       return new Promise<boolean>((resolve) => {
@@ -304,6 +565,9 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     async close() {
       if (closed) return;
       closed = true;
+      clearTimeout(flushTimer);
+      // Shutdown: what still waits for Redis is lost to the streams (the store has it).
+      for (const batch of backlog.clear()) batch.reject(new Error('the live bus is closed'));
       wake?.();
       reader.disconnect();
       commands.disconnect();

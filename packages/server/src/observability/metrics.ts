@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The service's Prometheus metrics, in a registry of their own (one per app instance). */
 export class Metrics {
@@ -64,9 +64,46 @@ export class Metrics {
 
   readonly livePublishFailures = new Counter({
     name: 'flightlog_live_publish_failures_total',
-    help: 'Accepted batches whose live publish failed or timed out (they are stored regardless)',
+    help:
+      'Accepted batches lost to the live streams: dropped from a full backlog while Redis was ' +
+      'unreachable, or refused by the bus (they are stored regardless)',
     registers: [this.registry],
   });
+
+  /** What the live bus holds for Redis while it is unreachable (see watchLiveBacklog). */
+  private liveBacklog: () => { batches: number; bytes: number } = () => ({ batches: 0, bytes: 0 });
+
+  readonly liveBacklogBatches: Gauge = this.backlogGauge(
+    'flightlog_live_backlog_batches',
+    'Stored batches waiting for the live bus (Redis unreachable) to take them',
+    (backlog) => backlog.batches,
+  );
+
+  readonly liveBacklogBytes: Gauge = this.backlogGauge(
+    'flightlog_live_backlog_bytes',
+    'Memory held by those batches (bounded by LIVE_BACKLOG_MAX_BYTES)',
+    (backlog) => backlog.bytes,
+  );
+
+  private backlogGauge(
+    name: string,
+    help: string,
+    pick: (backlog: { batches: number; bytes: number }) => number,
+  ): Gauge {
+    const read = () => pick(this.liveBacklog());
+    return new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect(this: Gauge) {
+        this.set(read());
+      },
+    });
+  }
+
+  watchLiveBacklog(source: () => { batches: number; bytes: number }): void {
+    this.liveBacklog = source;
+  }
 
   readonly analysisJobs = new Counter({
     name: 'flightlog_analysis_jobs_total',

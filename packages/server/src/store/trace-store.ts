@@ -447,6 +447,45 @@ export class TraceStore {
     return { trace: traceFromRow(trace), events: events.map(eventFromRow) };
   }
 
+  /**
+   * The agent's most recently started runs among those created before `createdBefore`, oldest
+   * first, each with its last `eventsPerRun` events (by sequence): what a live replay is rebuilt
+   * from when the bus lost the batches (see live/replay-history.ts).
+   */
+  async recentRuns(
+    agentId: string,
+    options: { createdBefore: Date; runs: number; eventsPerRun: number },
+  ): Promise<{ trace: Trace; events: Event[] }[]> {
+    const traces = await this.sql.query<TraceRow>(
+      `SELECT ${TRACE_COLUMNS} FROM traces t
+       WHERE t.agent_id = $1 AND t.created_at < $2
+       ORDER BY t.started_at DESC, t.id DESC
+       LIMIT $3`,
+      [agentId, options.createdBefore, options.runs],
+    );
+    if (traces.length === 0) return [];
+    const events = await this.sql.query<EventRow>(
+      `SELECT ${EVENT_COLUMNS} FROM (
+         SELECT e.*, row_number() OVER (
+           PARTITION BY e.trace_id ORDER BY e.sequence DESC, e.id DESC) AS newest
+         FROM events e WHERE e.trace_id = ANY($1::text[])
+       ) e
+       WHERE e.newest <= $2
+       ORDER BY e.trace_id, e.sequence, e.id`,
+      [traces.map((t) => t.id), options.eventsPerRun],
+    );
+    const byTrace = new Map<string, Event[]>();
+    for (const row of events) {
+      const event = eventFromRow(row);
+      const list = byTrace.get(event.traceId);
+      if (list) list.push(event);
+      else byTrace.set(event.traceId, [event]);
+    }
+    return traces
+      .reverse()
+      .map((row) => ({ trace: traceFromRow(row), events: byTrace.get(row.id) ?? [] }));
+  }
+
   /** One page of an agent's traces, newest first (by start time, then id). */
   async listTraces(
     agentId: string,

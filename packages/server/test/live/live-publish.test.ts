@@ -49,17 +49,23 @@ describe('live publishing is off the request path', () => {
     started = undefined;
   });
 
-  it('answers 202 at once while the bus hangs, and counts the lost publish after the timeout', async () => {
+  it('answers 202 at once while the bus hangs; a hung publish is not a failure, and shutdown waits for it at most LIVE_PUBLISH_TIMEOUT_MS', async () => {
     const bus = busWith(() => new Promise<string[]>(() => {}));
-    const s = (started = await start(bus, 2_000));
+    const s = (started = await start(bus, 1_500));
     const t0 = Date.now();
     const res = await postBatch(s.url, s.apiKey, runBatch({ events: 3 }).body);
     expect(res.status).toBe(202);
     expect(Date.now() - t0).toBeLessThan(1_000);
     expect(bus.calls).toHaveLength(1);
+    // A bus that has not answered yet (Redis away, the batch in its backlog) may still deliver.
+    await new Promise((resolve) => setTimeout(resolve, 1_800));
     expect(await failures(s)).toBe(0);
-    await waitFor(async () => ((await failures(s)) === 1 ? true : undefined), 'the timeout');
-    expect(Date.now() - t0).toBeGreaterThanOrEqual(1_900);
+    const closing = Date.now();
+    await s.app.close();
+    started = undefined;
+    const tookMs = Date.now() - closing;
+    expect(tookMs).toBeGreaterThanOrEqual(1_400);
+    expect(tookMs).toBeLessThan(5_000);
   });
 
   it('answers 202 when the bus throws at once or rejects, and counts each failure', async () => {

@@ -1,0 +1,148 @@
+/** One batch waiting for the bus to take it. */
+export interface PendingBatch {
+  agentId: string;
+  /** The JSON of each item, in order. */
+  data: string[];
+  /**
+   * Stored with the entry: a batch whose write may have reached the bus (a timeout, a connection
+   * lost after sending) is retried by a write that first looks for this token, so it is never
+   * added twice.
+   */
+  token: string;
+  /** Publish order: the backlog keeps it, whatever order failures are reported in. */
+  seq: number;
+  /** Rough memory held, for the backlog's budget. */
+  bytes: number;
+  /** When the batch was published (stored), ms since the epoch. */
+  publishedAt: number;
+  /** A write of this batch may have reached the bus. */
+  uncertain: boolean;
+  resolve(ids: string[]): void;
+  reject(error: Error): void;
+}
+
+/** Batches of one agent that were given up: its stream owes the client a `resync`. */
+export interface Gap {
+  missedBatches: number;
+  /** publishedAt of the first and the last of them. */
+  from: number;
+  to: number;
+}
+
+/** The backlog gave a batch up to stay within its budget. */
+export class BacklogOverflowError extends Error {
+  override name = 'BacklogOverflowError';
+}
+
+/**
+ * Batches published while the live bus was unreachable, oldest first, bounded in bytes. Past the
+ * budget the oldest batches go first, and each agent that lost one is remembered (up to
+ * `maxGapAgents`) so its stream can be told to re-read from the read API. No I/O: the bus
+ * decides when to write and what to do with what this gives up.
+ */
+export class PublishBacklog {
+  private queue: PendingBatch[] = [];
+  /** Index of the oldest batch in `queue` (shifting a long array is O(n)). */
+  private head = 0;
+  private heldBytes = 0;
+  private readonly gaps = new Map<string, Gap>();
+  /** Agents that lost batches but could not be remembered (past `maxGapAgents`). */
+  unannounced = 0;
+
+  constructor(
+    private readonly maxBytes: number,
+    private readonly maxGapAgents = 10_000,
+  ) {}
+
+  get size(): number {
+    return this.queue.length - this.head;
+  }
+
+  get bytes(): number {
+    return this.heldBytes;
+  }
+
+  get hasGaps(): boolean {
+    return this.gaps.size > 0;
+  }
+
+  /**
+   * Adds a batch in publish order (a failure may be reported after a later batch was queued)
+   * and returns the batches given up to stay within the budget, oldest first; the caller
+   * rejects them. A batch larger than the whole budget is given up itself.
+   */
+  push(batch: PendingBatch): PendingBatch[] {
+    let at = this.queue.length;
+    while (at > this.head && (this.queue[at - 1] as PendingBatch).seq > batch.seq) at--;
+    this.queue.splice(at, 0, batch);
+    this.heldBytes += batch.bytes;
+    const dropped: PendingBatch[] = [];
+    while (this.heldBytes > this.maxBytes && this.size > 0) {
+      const oldest = this.shift() as PendingBatch;
+      this.recordGap(oldest);
+      dropped.push(oldest);
+    }
+    return dropped;
+  }
+
+  /** The oldest `count` batches, still held. */
+  peek(count: number): PendingBatch[] {
+    return this.queue.slice(this.head, this.head + count);
+  }
+
+  /** Removes and returns the oldest batch. */
+  shift(): PendingBatch | undefined {
+    if (this.size === 0) return undefined;
+    const batch = this.queue[this.head] as PendingBatch;
+    this.head++;
+    this.heldBytes -= batch.bytes;
+    if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
+    return batch;
+  }
+
+  /** Records that `batch` will never reach its agent's stream. */
+  recordGap(batch: Pick<PendingBatch, 'agentId' | 'publishedAt'>): void {
+    const gap = this.gaps.get(batch.agentId);
+    if (gap) {
+      gap.missedBatches++;
+      gap.from = Math.min(gap.from, batch.publishedAt);
+      gap.to = Math.max(gap.to, batch.publishedAt);
+    } else if (this.gaps.size < this.maxGapAgents)
+      this.gaps.set(batch.agentId, {
+        missedBatches: 1,
+        from: batch.publishedAt,
+        to: batch.publishedAt,
+      });
+    else this.unannounced++;
+  }
+
+  /** The agents owed a `resync`, handed over (and forgotten here). */
+  takeGaps(): Map<string, Gap> {
+    const taken = new Map(this.gaps);
+    this.gaps.clear();
+    return taken;
+  }
+
+  /** Gives back a gap whose announcement failed, merged with any recorded since. */
+  restoreGap(agentId: string, gap: Gap): void {
+    const now = this.gaps.get(agentId);
+    if (now) {
+      now.missedBatches += gap.missedBatches;
+      now.from = Math.min(now.from, gap.from);
+      now.to = Math.max(now.to, gap.to);
+    } else this.gaps.set(agentId, { ...gap });
+  }
+
+  /** Empties the backlog (shutdown) and returns what it held, oldest first. */
+  clear(): PendingBatch[] {
+    const all = this.queue.slice(this.head);
+    this.queue = [];
+    this.head = 0;
+    this.heldBytes = 0;
+    this.gaps.clear();
+    return all;
+  }
+}
