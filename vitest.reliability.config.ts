@@ -11,6 +11,7 @@ export const RELIABILITY_TESTS = [
   'packages/server/test/live/live-redis-fault.test.ts',
   'packages/server/test/ingest/batch-property.test.ts',
   'packages/server/test/ingest/batch-security.test.ts',
+  'packages/server/test/live/live-access-multi-instance.test.ts',
   'packages/server/test/http/connection-errors.test.ts',
   'packages/server/test/auth/identity.test.ts',
   'packages/server/test/auth/api-key-brute-force.test.ts',

@@ -20,6 +20,7 @@ import { readRoutes } from './http/read-routes.js';
 import { createInProcessBus } from './live/in-process-bus.js';
 import type { LiveBus } from './live/live-bus.js';
 import { LivePublisher } from './live/publish.js';
+import { StreamAccessGuard } from './live/stream-access-guard.js';
 import { StreamRegistry } from './live/stream-registry.js';
 import { registerRequestMetrics } from './http/request-metrics.js';
 import { serializeError } from './observability/log-error.js';
@@ -46,6 +47,8 @@ export interface FlightlogApp {
   identity: IdentityVerifier;
   bus: LiveBus;
   streams: StreamRegistry;
+  /** Ends the live streams of users who lost access (checks this instance's streams). */
+  streamAccess: StreamAccessGuard;
 }
 
 /** Where JSON log lines go (a pino destination). */
@@ -179,6 +182,13 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   const bus = deps.bus ?? createInProcessBus({ maxBytes: config.liveBufferMaxBytes });
   const streams = new StreamRegistry(config.liveMaxStreamsPerUser);
   metrics.watchLiveBacklog(() => bus.backlog());
+
+  const streamAccess = new StreamAccessGuard(streams, store.agents, {
+    intervalMs: config.liveAccessCheckMs,
+    logger: app.log,
+    onRevoked: (count, via) => metrics.liveStreamsRevoked.inc({ via }, count),
+    onCheckFailed: () => metrics.liveAccessCheckFailures.inc(),
+  });
   const onAnalysisQueued = deps.onAnalysisQueued;
   const live = new LivePublisher(bus, config.livePublishTimeoutMs, (error: unknown) => {
     metrics.livePublishFailures.inc();
@@ -209,6 +219,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       store,
       adminToken: config.adminToken,
       apiKeys,
+      streamAccess,
       tokenGuesses: credentialGuesses(),
       onGuessRefused: () => metrics.adminTokenGuessesRefused.inc(),
     });
@@ -218,14 +229,21 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   // bounds the wait with its shutdown deadline).
   // Live streams never end by themselves: end them when closing begins, so the requests in
   // flight can drain.
-  app.addHook('preClose', async () => streams.endAll());
+  let accessStopped: Promise<void> | undefined;
+  app.addHook('preClose', async () => {
+    accessStopped = streamAccess.stop();
+    streams.endAll();
+  });
   app.addHook('onClose', async () => {
     await inFlight.drained();
+    // a check in flight finishes before the store goes away
+    await (accessStopped ?? streamAccess.stop());
     // batches answered just before closing still reach their streams (each bounded by the
     // publish timeout)
     await live.drained();
     await bus.close();
     if (deps.closeStoreOnClose !== false) await store.close();
   });
-  return { app, metrics, apiKeys, identity, bus, streams };
+  streamAccess.start();
+  return { app, metrics, apiKeys, identity, bus, streams, streamAccess };
 }

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import {
   createAgent,
   createKey,
+  deleteAgent,
   grantMember,
   revokeKey,
   revokeMember,
@@ -24,6 +25,7 @@ Commands:
                                               DATABASE_URL beside a running server)
   migrate                                     apply pending database migrations
   agent create [--id ID] [--name NAME]        create an agent; prints agentId, apiKey, verifyToken
+  agent delete ID                             delete an agent with its keys, members and traces
   key create --agent ID                       issue another API key for an agent
   key revoke KEY_ID                           revoke an API key
   member grant --agent ID --user SUB --role owner|editor|viewer
@@ -113,7 +115,7 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const config = loadConfig();
-  switch (`${command}${sub ? ` ${sub}` : ''}`.replace(/^(key revoke) .*/, '$1')) {
+  switch (`${command}${sub ? ` ${sub}` : ''}`.replace(/^(key revoke|agent delete) .*/, '$1')) {
     case 'serve':
       return serve(config);
     case 'worker':
@@ -132,6 +134,15 @@ async function main(argv: string[]): Promise<void> {
         const outcome = await createAgent(store.agents, { id: values.id, name: values.name });
         if (outcome.kind === 'exists') throw new UsageError(`agent ${values.id} exists already`);
         print(outcome.agent);
+      });
+    case 'agent delete':
+      return withStore(config, async (store) => {
+        const agentId = required(positionals[2], 'ID');
+        // Running servers end the agent's live streams at their next access check and refuse
+        // its keys once their key cache expires (within 5 s either way).
+        if (!(await deleteAgent(store.agents, agentId)))
+          throw new UsageError(`no agent ${agentId}`);
+        print({ agentId, deleted: true });
       });
     case 'key create':
       return withStore(config, async (store) => {

@@ -59,6 +59,11 @@ export interface Config {
   liveMaxQueueBytes: number;
   /** How long a live stream waits for a client that stopped reading before it is disconnected. */
   liveStallTimeoutMs: number;
+  /**
+   * How often each instance checks that the users of its live streams still have a role
+   * (at most 4 s, so a revocation made anywhere ends the streams within 5 s).
+   */
+  liveAccessCheckMs: number;
   /** The SSE `retry:` hint. */
   liveRetryMs: number;
   /** Longest a shutdown waits for live publishes in flight (requests never wait for them). */
@@ -234,6 +239,7 @@ export function loadConfig(env: Env = process.env): Config {
     liveMaxStreamsPerUser: integer(env, 'LIVE_MAX_STREAMS_PER_USER', 20, 1, 100_000),
     liveMaxQueueBytes: integer(env, 'LIVE_MAX_QUEUE_BYTES', 1024 * 1024, 1_024, 1024 * 1024 * 1024),
     liveStallTimeoutMs: integer(env, 'LIVE_STALL_TIMEOUT_MS', 10_000, 100, 600_000),
+    liveAccessCheckMs: integer(env, 'LIVE_ACCESS_CHECK_MS', 2_000, 100, 4_000),
     liveRetryMs: integer(env, 'LIVE_RETRY_MS', 3_000, 0, 600_000),
     livePublishTimeoutMs: integer(env, 'LIVE_PUBLISH_TIMEOUT_MS', 250, 1, 60_000),
     liveBacklogMaxBytes: integer(

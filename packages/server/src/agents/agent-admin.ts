@@ -63,6 +63,11 @@ export function revokeMember(
   return agents.removeMember(agentId, userId);
 }
 
+/** Deletes an agent and everything of it; false when it did not exist. */
+export function deleteAgent(agents: AgentStore, agentId: string): Promise<boolean> {
+  return agents.deleteAgent(agentId);
+}
+
 export function getAgent(agents: AgentStore, agentId: string): Promise<AgentRecord | undefined> {
   return agents.getAgent(agentId);
 }

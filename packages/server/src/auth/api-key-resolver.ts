@@ -114,6 +114,12 @@ export class ApiKeyResolver {
       if (entry.value.keyId === keyId) this.found.delete(hash);
   }
 
+  /** Drops every cached key of an agent (used right after deleting it on this instance). */
+  forgetAgent(agentId: string): void {
+    for (const [hash, entry] of this.found)
+      if (entry.value.agentId === agentId) this.found.delete(hash);
+  }
+
   private lookUp(hash: string): Promise<ResolvedKey | undefined> {
     const pending = this.inFlight.get(hash);
     if (pending) return pending;

@@ -4,6 +4,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
   createAgent,
   createKey,
+  deleteAgent,
   getAgent,
   grantMember,
   revokeKey,
@@ -12,6 +13,7 @@ import {
 import type { ApiKeyResolver } from '../auth/api-key-resolver.js';
 import type { KeyGuessLimiter } from '../auth/key-guess-limiter.js';
 import { FlightlogError } from '../errors/flightlog-error.js';
+import type { StreamAccessGuard } from '../live/stream-access-guard.js';
 import { MEMBER_ROLES } from '../store/agent-store.js';
 import type { Store } from '../store/open-store.js';
 import { requireAdmin } from './authentication.js';
@@ -20,6 +22,8 @@ export interface AdminRoutesOptions {
   store: Store;
   adminToken: string;
   apiKeys: ApiKeyResolver;
+  /** Ends this instance's live streams of a removed member or deleted agent at once. */
+  streamAccess: Pick<StreamAccessGuard, 'memberRemoved' | 'agentDeleted'>;
   /** Wrong admin tokens per client address, apart from wrong API keys. */
   tokenGuesses: KeyGuessLimiter;
   /** Called for each request refused with `429` by `tokenGuesses`. */
@@ -93,6 +97,27 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     },
   );
 
+  app.delete(
+    '/admin/v1/agents/:id',
+    {
+      schema: {
+        summary:
+          'Delete an agent with its keys, members, traces and analyses (its keys are refused ' +
+          'and its live streams end everywhere within 5 s)',
+        params: AgentParams,
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params;
+      if (!(await deleteAgent(agents, id))) throw noAgent();
+      // at once here; other instances drop cached keys within API_KEY_CACHE_MS and end their
+      // streams at their next access check
+      options.apiKeys.forgetAgent(id);
+      options.streamAccess.agentDeleted(id);
+      return reply.code(204).send();
+    },
+  );
+
   app.post(
     '/admin/v1/agents/:id/keys',
     {
@@ -151,6 +176,8 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       const { id, userId } = request.params;
       if (!(await revokeMember(agents, id, userId)))
         throw new FlightlogError('not-found', 'This user has no role on this agent.');
+      // other instances end theirs at their next access check
+      options.streamAccess.memberRemoved(id, userId);
       return reply.code(204).send();
     },
   );

@@ -67,7 +67,15 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
         if (typeof release === 'function') release();
         if (!res.writableEnded) res.end();
       };
-      const release = options.streams.open(userId, end);
+      // Registered with who watches which agent, so that losing the role ends the stream.
+      const release = options.streams.open({
+        userId,
+        agentId,
+        end,
+        send: (chunk) => {
+          if (!ended && res.headersSent) res.write(chunk);
+        },
+      });
       if (release === 'closed')
         throw new FlightlogError('shutting-down', 'The service is shutting down.', {
           retryAfterSeconds: 1,

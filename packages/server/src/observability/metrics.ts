@@ -105,6 +105,22 @@ export class Metrics {
     this.liveBacklog = source;
   }
 
+  readonly liveStreamsRevoked = new Counter({
+    name: 'flightlog_live_streams_revoked_total',
+    help:
+      'Live streams ended because their user lost access to the agent (member removed, agent ' +
+      "deleted), by how: admin-api (this instance's admin API, at once) or access-check (the " +
+      'periodic check, for removals made elsewhere)',
+    labelNames: ['via'] as const,
+    registers: [this.registry],
+  });
+
+  readonly liveAccessCheckFailures = new Counter({
+    name: 'flightlog_live_access_check_failures_total',
+    help: 'Live stream access checks the store could not answer (they end no stream)',
+    registers: [this.registry],
+  });
+
   readonly analysisJobs = new Counter({
     name: 'flightlog_analysis_jobs_total',
     help:

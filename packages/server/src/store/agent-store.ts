@@ -12,6 +12,12 @@ export interface AgentRecord {
   members: { userId: string; role: MemberRole }[];
 }
 
+/** A user and an agent: whom a live stream was opened for, and on which agent. */
+export interface AccessPair {
+  agentId: string;
+  userId: string;
+}
+
 export interface NewAgent {
   id: string;
   name: string | null;
@@ -104,6 +110,32 @@ export class AgentStore {
       [agentId, userId],
     );
     return row?.role;
+  }
+
+  /**
+   * Those of `pairs` whose user still has a role on the agent, in one statement however many
+   * pairs there are (the members primary key answers each).
+   */
+  async withRole(pairs: readonly AccessPair[]): Promise<AccessPair[]> {
+    if (pairs.length === 0) return [];
+    return this.sql.query<AccessPair>(
+      `SELECT m.agent_id AS "agentId", m.user_id AS "userId"
+       FROM unnest($1::text[], $2::text[]) AS p (agent_id, user_id)
+       JOIN members m ON m.agent_id = p.agent_id AND m.user_id = p.user_id`,
+      [pairs.map((p) => p.agentId), pairs.map((p) => p.userId)],
+    );
+  }
+
+  /**
+   * Deletes an agent with everything of it (keys, verify tokens, members, traces, events,
+   * batch ids, analysis jobs: the schema cascades from `agents`). False when it did not exist.
+   */
+  async deleteAgent(id: string): Promise<boolean> {
+    // One statement, however much the agent holds: it is not bounded in time or in locks. The
+    // data lifecycle work will delete in bounded transactions; until then a very large agent
+    // takes as long as its rows take.
+    const rows = await this.sql.query('DELETE FROM agents WHERE id = $1 RETURNING id', [id]);
+    return rows.length > 0;
   }
 
   async getAgent(id: string): Promise<AgentRecord | undefined> {

@@ -12,6 +12,9 @@ const CONNECTION_ERROR_CODES = new Set([
   'EAI_AGAIN',
 ]);
 
+/** Foreign keys to `agents` that ingest writes through (store/migrations/001_initial.sql). */
+const AGENT_REFERENCES = new Set(['accepted_batches_agent_id_fkey', 'traces_agent_id_fkey']);
+
 /**
  * True when an error from a database driver means the database cannot be reached right now
  * (as opposed to a bug or a constraint violation): the request may succeed if retried later.
@@ -46,9 +49,16 @@ export function translateDriverError(error: unknown): never {
   // An ingest statement refusing a batch on purpose (see id-conflict.ts), not a bad value.
   const conflict = idConflictOf(error);
   if (conflict) throw conflict;
+  // SQLSTATE 23503 on a row's agent: the agent was deleted while a request held its key (another
+  // instance deleted it, and this one's key cache has not expired yet). The key is gone with it.
+  const code = (error as { code?: unknown }).code;
+  const constraint = (error as { constraint?: unknown }).constraint;
+  if (code === '23503' && typeof constraint === 'string' && AGENT_REFERENCES.has(constraint))
+    throw new FlightlogError('unauthorized', 'The API key is unknown or revoked.', {
+      cause: error,
+    });
   // SQLSTATE 22: a value the database cannot hold. The schemas are meant to refuse these first;
   // this keeps any they miss a client error rather than a 500.
-  const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && code.startsWith('22'))
     throw new FlightlogError('validation-failed', 'A value in the request cannot be stored.', {
       fieldErrors: [],

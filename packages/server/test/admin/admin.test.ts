@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeEngines } from '../harness/engines.js';
 import { isProblem, postBatch, send } from '../harness/http.js';
 import { startTestServer, type TestServer } from '../harness/test-server.js';
-import { newId, runBatch } from '../fixtures/batches.js';
+import { at, newId, runBatch } from '../fixtures/batches.js';
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex');
 
@@ -83,6 +83,10 @@ describeEngines('admin API [%s]', (engine) => {
             },
           ),
           send(server.url, `/admin/v1/agents/${agent.agentId}/members/u`, undefined, {
+            ...wrong,
+            method: 'DELETE',
+          }),
+          send(server.url, `/admin/v1/agents/${agent.agentId}`, undefined, {
             ...wrong,
             method: 'DELETE',
           }),
@@ -299,6 +303,86 @@ describeEngines('admin API [%s]', (engine) => {
         expect(
           isProblem(await admin('DELETE', memberPath(`no-such-${newId()}`, 'grace')), 404),
         ).toBe(true);
+      });
+    });
+
+    describe('DELETE /admin/v1/agents/:id', () => {
+      /** Rows of every table that holds an agent's data, for one agent. */
+      const rowsOf = async (agentId: string) => {
+        const counts: Record<string, number> = {};
+        for (const [table, where] of [
+          ['agents', 'id = $1'],
+          ['api_keys', 'agent_id = $1'],
+          ['verify_tokens', 'agent_id = $1'],
+          ['members', 'agent_id = $1'],
+          ['traces', 'agent_id = $1'],
+          ['events', 'agent_id = $1'],
+          ['accepted_batches', 'agent_id = $1'],
+          ['analysis_jobs', 'agent_id = $1'],
+        ] as const) {
+          const [row] = await server.store.sql.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM ${table} WHERE ${where}`,
+            [agentId],
+          );
+          counts[table] = row?.n ?? 0;
+        }
+        return counts;
+      };
+      /** An agent with two keys, a member, and a finished run (events, batch id, analysis job). */
+      const agentWithData = async () => {
+        const agent = await createAgent();
+        await admin('POST', `/admin/v1/agents/${agent.agentId}/keys`);
+        await admin('PUT', `/admin/v1/agents/${agent.agentId}/members/owner-${newId()}`, {
+          role: 'owner',
+        });
+        const run = runBatch({ events: 3, trace: { status: 'completed', endedAt: at(5_000) } });
+        expect((await postBatch(server.url, agent.apiKey, run.body)).status).toBe(202);
+        return agent;
+      };
+
+      it('deletes the agent and everything of it (204), and nothing of another agent', async () => {
+        const doomed = await agentWithData();
+        const kept = await agentWithData();
+        const keptBefore = await rowsOf(kept.agentId);
+        expect(Object.values(await rowsOf(doomed.agentId)).every((n) => n > 0)).toBe(true);
+
+        const res = await admin('DELETE', `/admin/v1/agents/${doomed.agentId}`);
+        expect(res.status).toBe(204);
+        expect(res.text).toBe('');
+        expect(Object.values(await rowsOf(doomed.agentId))).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
+        expect(await rowsOf(kept.agentId)).toEqual(keptBefore);
+        expect(isProblem(await admin('GET', `/admin/v1/agents/${doomed.agentId}`), 404)).toBe(true);
+        // refused at once on this instance, though it was cached (ttl here: 5 s)
+        expect(isProblem(await postBatch(server.url, doomed.apiKey, runBatch().body), 401)).toBe(
+          true,
+        );
+        expect(await batchStatus(kept.apiKey)).toBe(202);
+      });
+
+      it('answers 404 for an agent that does not exist (or no longer does)', async () => {
+        const agent = await createAgent();
+        expect((await admin('DELETE', `/admin/v1/agents/${agent.agentId}`)).status).toBe(204);
+        expect(isProblem(await admin('DELETE', `/admin/v1/agents/${agent.agentId}`), 404)).toBe(
+          true,
+        );
+        expect(isProblem(await admin('DELETE', `/admin/v1/agents/no-such-${newId()}`), 404)).toBe(
+          true,
+        );
+      });
+
+      it('frees the id: an agent created again under it starts empty', async () => {
+        const id = `reused-${newId()}`;
+        await agentWithData();
+        const first = await createAgent({ id });
+        expect((await postBatch(server.url, first.apiKey, runBatch().body)).status).toBe(202);
+        expect((await admin('DELETE', `/admin/v1/agents/${id}`)).status).toBe(204);
+        const second = await createAgent({ id });
+        expect(second.apiKey).not.toBe(first.apiKey);
+        expect(isProblem(await postBatch(server.url, first.apiKey, runBatch().body), 401)).toBe(
+          true,
+        );
+        const rows = await rowsOf(id);
+        expect(rows).toMatchObject({ agents: 1, api_keys: 1, traces: 0, events: 0, members: 0 });
       });
     });
 

@@ -78,6 +78,27 @@ describe('ApiKeyResolver', () => {
     expect(await resolver.resolve('flk_c')).toBeUndefined();
   });
 
+  it('forgets every key of a deleted agent at once, and only those', async () => {
+    const table = keyTable();
+    table.keys.set(hashSecret('flk_d1'), { agentId: 'd', keyId: 'key_d1' });
+    table.keys.set(hashSecret('flk_d2'), { agentId: 'd', keyId: 'key_d2' });
+    table.keys.set(hashSecret('flk_e'), { agentId: 'e', keyId: 'key_e' });
+    const resolver = new ApiKeyResolver(table.store, {
+      ttlMs: 60_000,
+      maxEntries: 10,
+      now: () => 0,
+    });
+    for (const key of ['flk_d1', 'flk_d2', 'flk_e']) await resolver.resolve(key);
+    table.keys.delete(hashSecret('flk_d1'));
+    table.keys.delete(hashSecret('flk_d2'));
+    resolver.forgetAgent('d');
+    expect(await resolver.resolve('flk_d1')).toBeUndefined();
+    expect(await resolver.resolve('flk_d2')).toBeUndefined();
+    const lookups = table.lookups();
+    expect(await resolver.resolve('flk_e')).toEqual({ agentId: 'e', keyId: 'key_e' });
+    expect(table.lookups(), "the other agent's key is still cached").toBe(lookups);
+  });
+
   it('is bounded: the oldest entry goes first', async () => {
     const table = keyTable();
     const resolver = new ApiKeyResolver(table.store, {

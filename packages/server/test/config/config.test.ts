@@ -11,6 +11,7 @@ describe('loadConfig', () => {
       databasePoolSize: 10,
       maxBodyBytes: 5 * 1024 * 1024,
       apiKeyCacheMs: 2000,
+      liveAccessCheckMs: 2000,
       apiKeyMaxFailures: 20,
       apiKeyFailureWindowMs: 60_000,
       analysisGraceMs: 2000,
@@ -95,6 +96,7 @@ describe('loadConfig', () => {
       API_KEY_CACHE_MS: '0',
       API_KEY_MAX_FAILURES: '5',
       API_KEY_FAILURE_WINDOW_MS: '300000',
+      LIVE_ACCESS_CHECK_MS: '4000',
     });
     expect(config).toMatchObject({
       port: 9000,
@@ -105,6 +107,7 @@ describe('loadConfig', () => {
       apiKeyCacheMs: 0,
       apiKeyMaxFailures: 5,
       apiKeyFailureWindowMs: 300_000,
+      liveAccessCheckMs: 4000,
     });
     expect(loadConfig({}).trustProxy).toBe(false);
     expect(loadConfig({ TRUST_PROXY: 'false' }).trustProxy).toBe(false);
@@ -125,6 +128,9 @@ describe('loadConfig', () => {
     [{ JWT_SECRET: 'short' }, 'JWT_SECRET'],
     [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN'],
     [{ API_KEY_CACHE_MS: '6000' }, 'API_KEY_CACHE_MS'],
+    // past 4 s a removal made elsewhere could outlive the 5 s bound
+    [{ LIVE_ACCESS_CHECK_MS: '4001' }, 'LIVE_ACCESS_CHECK_MS'],
+    [{ LIVE_ACCESS_CHECK_MS: '50' }, 'LIVE_ACCESS_CHECK_MS'],
     [{ API_KEY_MAX_FAILURES: '0' }, 'API_KEY_MAX_FAILURES'],
     [{ API_KEY_FAILURE_WINDOW_MS: '500' }, 'API_KEY_FAILURE_WINDOW_MS'],
     [{ API_KEY_FAILURE_WINDOW_MS: '1m' }, 'API_KEY_FAILURE_WINDOW_MS'],

@@ -164,3 +164,16 @@ export function liveDriver(server: () => TestServer) {
     },
   };
 }
+
+/**
+ * Streams that must end: the last thing they got is one `access-revoked` event (after any
+ * `trace` messages), then the end of the response.
+ */
+export function expectAccessRevoked(sse: SseClient): void {
+  expect(sse.isEnded).toBe(true);
+  const last = sse.events.at(-1);
+  expect(last?.event).toBe('access-revoked');
+  expect(last?.id).toBeUndefined();
+  expect(JSON.parse(last?.data ?? 'null')).toEqual({ message: expect.any(String) });
+  expect(sse.events.filter((e) => e.event !== 'trace').length).toBe(1);
+}
