@@ -40,7 +40,7 @@ export async function startWorker(
   } catch (error) {
     if (error instanceof DataDirInUseError)
       throw new WorkerNeedsDatabaseError(
-        `DATA_DIR ${error.dataDir} is in use by process ${error.ownerPid}, probably a server. ` +
+        `DATA_DIR ${error.dataDir} is in use by ${error.holder}, probably a server. ` +
           'On the embedded engine only one process may hold DATA_DIR, and the server already ' +
           'runs an analysis worker (unless ANALYSIS_WORKER=off). Stand-alone workers need ' +
           'PostgreSQL: set DATABASE_URL (the same as the server’s).',

@@ -100,17 +100,18 @@ class PreparedStatements {
  * in memory (tests). One process may open a data directory at a time.
  */
 export async function openPgliteClient(dataDir: string | undefined): Promise<SqlClient> {
-  let unlock = () => {};
+  let unlock = () => Promise.resolve();
   if (dataDir !== undefined) {
     mkdirSync(dataDir, { recursive: true });
-    unlock = lockDataDir(dataDir);
+    const lock = await lockDataDir(dataDir);
+    unlock = () => lock.release();
   }
   let db: PGlite;
   try {
     db = await PGlite.create(dataDir, { parsers: PARSERS });
     await db.exec(`SET TIME ZONE 'UTC'`);
   } catch (error) {
-    unlock();
+    await unlock();
     throw error;
   }
   const engine = db;

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 /** The built CLI (`npm test` builds before running tests). */
@@ -38,7 +38,10 @@ export function runCli(
 }
 
 export interface ServeProcess {
+  /** The process started: `flightlog serve` itself, or the shell it runs under. */
   child: ChildProcess;
+  /** The pid of `flightlog serve` itself (from its log). */
+  pid: number;
   url: string;
   /** Every log line printed so far. */
   output: () => string;
@@ -54,6 +57,29 @@ export interface WorkerProcess {
 }
 
 /**
+ * How a process is started:
+ * - `none`: as a child of this process;
+ * - `supervisor-shell`: under a shell that waits for it, the two of them a process group of their
+ *   own, as under a supervisor (which kills the group); the shell exits with the process's code;
+ * - `unreaping-parent`: under a parent (`sleep`) that never reaps it, in a group of their own, so
+ *   that a killed process stays a zombie.
+ */
+export type CliWrapper = 'none' | 'supervisor-shell' | 'unreaping-parent';
+
+function spawnCli(command: string, env: Record<string, string>, wrapper: CliWrapper): ChildProcess {
+  const options: SpawnOptions = { env, stdio: ['ignore', 'pipe', 'pipe'] };
+  if (wrapper === 'none') return spawn(process.execPath, [CLI, command], options);
+  const script =
+    wrapper === 'supervisor-shell'
+      ? '"$@"; code=$?; echo "flightlog exited with $code"; exit $code'
+      : '"$@" & exec sleep 600';
+  return spawn('sh', ['-c', script, 'sh', process.execPath, CLI, command], {
+    ...options,
+    detached: true,
+  });
+}
+
+/**
  * Starts `flightlog <command>` and waits for the first match of `ready` in its output (the
  * first capture group is returned); fails if it exits or does not get there within a minute.
  */
@@ -61,16 +87,18 @@ async function startCliProcess(
   command: string,
   env: Record<string, string>,
   ready: RegExp,
+  wrapper: CliWrapper = 'none',
 ): Promise<{
   child: ChildProcess;
   match: string;
   output: () => string;
   exited: Promise<number | null>;
 }> {
-  const child = spawn(process.execPath, [CLI, command], {
-    env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawnCli(
+    command,
+    { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
+    wrapper,
+  );
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
   const match = await new Promise<string>((resolve, reject) => {
@@ -92,18 +120,34 @@ async function startCliProcess(
       clearTimeout(timer);
       reject(new Error(`${command} exited with ${code}: ${output}`));
     });
+    // an unreaping parent outlives its child: the child's death shows as its message alone
+    if (wrapper === 'unreaping-parent')
+      child.stderr?.on('data', () => {
+        if (/^flightlog: /m.test(output)) {
+          clearTimeout(timer);
+          reject(new Error(`${command} failed: ${output}`));
+        }
+      });
   });
   return { child, match, output: () => output, exited };
 }
 
-/** Starts `flightlog serve` on a free port and waits until it listens. */
-export async function startServeProcess(env: Record<string, string>): Promise<ServeProcess> {
+/**
+ * Starts `flightlog serve` on a free port (unless `PORT` says which) and waits until it
+ * listens; `wrapper` as for `CliWrapper`.
+ */
+export async function startServeProcess(
+  env: Record<string, string>,
+  wrapper: CliWrapper = 'none',
+): Promise<ServeProcess> {
   const { match, ...started } = await startCliProcess(
     'serve',
     { PORT: '0', HOST: '127.0.0.1', ...env },
     /"url":"(http:\/\/[^"]+)"/,
+    wrapper,
   );
-  return { ...started, url: match };
+  const pid = Number(/"pid":(\d+)[^\n]*"url":"http/.exec(started.output())?.[1]);
+  return { ...started, pid, url: match };
 }
 
 /** Starts `flightlog worker` and waits for its start-up log line. */
