@@ -412,7 +412,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
   /**
    * Rebuilds the agent's replay from the store when Redis may have lost its batches (its stream
    * was not rebuilt in this epoch of Redis's data, and is not full): at most once per epoch, in
-   * front of what the stream holds. A store that fails only costs this replay its rebuild.
+   * front of what the stream holds.
    */
   async function rebuildIfLost(agentId: string): Promise<void> {
     const history = options.history;
@@ -425,13 +425,13 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     const [[, marker] = [], [, length] = []] =
       (await commands.pipeline().get(rebuildMarker(agentId)).xlen(key(agentId)).exec()) ?? [];
     if (marker === current || (length as number) >= bufferSize) return;
-    let runs: string[];
-    try {
-      runs = await history(agentId, new Date(Number(current)));
-    } catch (error) {
-      onError(error);
-      return;
-    }
+    // Runs older than a stream lives would have left Redis with their stream anyway: an agent
+    // idle since long before Redis lost its data gets no rebuilt replay, as it would have had none.
+    const lostAt = Number(current);
+    const runs = await history(agentId, {
+      from: new Date(Math.min(lostAt, Date.now()) - ttlSeconds * 1000),
+      before: new Date(lostAt),
+    });
     await scripts.rebuild(
       key(agentId),
       rebuildMarker(agentId),
@@ -442,10 +442,16 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     );
   }
 
+  /**
+   * Concurrent replays of one agent share one rebuild. A rebuild that fails (the store, or Redis
+   * itself) costs the replay only what it would have added: it is tried again at the next one.
+   */
   function rebuildOnce(agentId: string): Promise<void> {
     let running = rebuilding.get(agentId);
     if (!running) {
-      running = rebuildIfLost(agentId).finally(() => rebuilding.delete(agentId));
+      running = rebuildIfLost(agentId)
+        .catch(onError)
+        .finally(() => rebuilding.delete(agentId));
       rebuilding.set(agentId, running);
     }
     return running;

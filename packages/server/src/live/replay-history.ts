@@ -2,10 +2,13 @@ import type { TraceStore } from '../store/trace-store.js';
 
 /**
  * Where a bus that lost an agent's buffered batches (Redis restarted empty) rebuilds the
- * replay from: the agent's recent runs created before `before`, oldest first, each as the JSON
- * of one `trace` message (its current snapshot and its latest events).
+ * replay from: the agent's recent runs created in [`from`, `before`), oldest first, each as the
+ * JSON of one `trace` message (its current snapshot and its latest events).
  */
-export type ReplayHistory = (agentId: string, before: Date) => Promise<string[]>;
+export type ReplayHistory = (
+  agentId: string,
+  window: { from: Date; before: Date },
+) => Promise<string[]>;
 
 /** Bounds of a rebuilt replay: it is read from the store and written to the bus in one go. */
 export const REBUILT_RUNS = 100;
@@ -18,9 +21,10 @@ export const REBUILT_MAX_BYTES = 8 * 1024 * 1024;
  * API. Runs past the byte budget are left out, the oldest first.
  */
 export function replayHistoryFrom(traces: Pick<TraceStore, 'recentRuns'>): ReplayHistory {
-  return async (agentId, before) => {
+  return async (agentId, window) => {
     const runs = await traces.recentRuns(agentId, {
-      createdBefore: before,
+      createdFrom: window.from,
+      createdBefore: window.before,
       runs: REBUILT_RUNS,
       eventsPerRun: REBUILT_EVENTS_PER_RUN,
     });

@@ -448,20 +448,20 @@ export class TraceStore {
   }
 
   /**
-   * The agent's most recently started runs among those created before `createdBefore`, oldest
-   * first, each with its last `eventsPerRun` events (by sequence): what a live replay is rebuilt
-   * from when the bus lost the batches (see live/replay-history.ts).
+   * The agent's most recently started runs among those created in [`createdFrom`,
+   * `createdBefore`), oldest first, each with its last `eventsPerRun` events (by sequence): what
+   * a live replay is rebuilt from when the bus lost the batches (see live/replay-history.ts).
    */
   async recentRuns(
     agentId: string,
-    options: { createdBefore: Date; runs: number; eventsPerRun: number },
+    options: { createdFrom: Date; createdBefore: Date; runs: number; eventsPerRun: number },
   ): Promise<{ trace: Trace; events: Event[] }[]> {
     const traces = await this.sql.query<TraceRow>(
       `SELECT ${TRACE_COLUMNS} FROM traces t
-       WHERE t.agent_id = $1 AND t.created_at < $2
+       WHERE t.agent_id = $1 AND t.created_at >= $2 AND t.created_at < $3
        ORDER BY t.started_at DESC, t.id DESC
-       LIMIT $3`,
-      [agentId, options.createdBefore, options.runs],
+       LIMIT $4`,
+      [agentId, options.createdFrom, options.createdBefore, options.runs],
     );
     if (traces.length === 0) return [];
     const events = await this.sql.query<EventRow>(

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp, type FlightlogApp } from '../../src/app.js';
 import { mintDevToken } from '../../src/auth/dev-token.js';
 import { loadConfig } from '../../src/config.js';
+import { compareMessageIds } from '../../src/live/live-bus.js';
 import { createRedisBus } from '../../src/live/redis-bus.js';
 import { openStore, type Store } from '../../src/store/open-store.js';
 import { redisUrl } from '../harness/engines.js';
@@ -46,6 +47,53 @@ describe.runIf(available)('Redis live bus', () => {
       expect(warnings.map((w) => w.name)).not.toContain('MaxListenersExceededWarning');
     } finally {
       process.off('warning', onWarning);
+      await bus.close();
+    }
+  });
+
+  it("rebuilds a replay Redis lost once per epoch, from runs of the stream's lifetime before the loss; a history that fails costs the replay only its rebuilt part", async () => {
+    const prefix = `flightlog-test:rebuild:${randomBytes(6).toString('hex')}:`;
+    const windows: { agentId: string; from: Date; before: Date }[] = [];
+    let failing = true;
+    const bus = createRedisBus({
+      url: redisUrl(),
+      keyPrefix: prefix,
+      blockMs: 200,
+      ttlSeconds: 3_600,
+      history: async (agentId, window) => {
+        windows.push({ agentId, ...window });
+        if (failing) throw new Error('store unreachable');
+        return [JSON.stringify({ rebuilt: 1 }), JSON.stringify({ rebuilt: 2 })];
+      },
+    });
+    const redis = new Redis(redisUrl());
+    try {
+      expect(await bus.ready(5_000)).toBe(true);
+      const agentId = `agent-${randomBytes(4).toString('hex')}`;
+      const [published] = await bus.publish(agentId, [JSON.stringify({ live: 1 })]);
+      // the store fails: the replay still has what Redis holds, and the rebuild is owed
+      expect((await bus.replay(agentId)).messages.map((m) => m.data)).toEqual(['{"live":1}']);
+      failing = false;
+      const replay = await bus.replay(agentId);
+      expect(replay.messages.map((m) => m.data)).toEqual([
+        '{"rebuilt":1}',
+        '{"rebuilt":2}',
+        '{"live":1}',
+      ]);
+      // the rebuilt runs come first and ids still increase; the live entry kept its id
+      expect(replay.messages[2]?.id).toBe(published);
+      expect(compareMessageIds(replay.messages[1]!.id, replay.messages[2]!.id)).toBeLessThan(0);
+      const epoch = Number(await redis.get(`${prefix}#epoch`));
+      const window = windows.at(-1)!;
+      expect(window.before.getTime()).toBe(epoch);
+      expect(window.from.getTime()).toBe(epoch - 3_600_000);
+      // once per epoch
+      const calls = windows.length;
+      expect((await bus.replay(agentId)).messages).toHaveLength(3);
+      expect(windows).toHaveLength(calls);
+    } finally {
+      await redis.del(...(await redis.keys(`${prefix}*`)));
+      redis.disconnect();
       await bus.close();
     }
   });
