@@ -220,6 +220,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       adminToken: config.adminToken,
       apiKeys,
       streamAccess,
+      bus,
       tokenGuesses: credentialGuesses(),
       onGuessRefused: () => metrics.adminTokenGuessesRefused.inc(),
     });

@@ -11,6 +11,7 @@ import {
 import { mintDevToken } from './auth/dev-token.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { runDemo } from './demo.js';
+import { createRedisBus } from './live/redis-bus.js';
 import { startServer } from './server.js';
 import { WorkerNeedsDatabaseError, startWorker } from './worker.js';
 import { MEMBER_ROLES, type MemberRole } from './store/agent-store.js';
@@ -139,9 +140,23 @@ async function main(argv: string[]): Promise<void> {
       return withStore(config, async (store) => {
         const agentId = required(positionals[2], 'ID');
         // Running servers end the agent's live streams at their next access check and refuse
-        // its keys once their key cache expires (within 5 s either way).
-        if (!(await deleteAgent(store.agents, agentId)))
-          throw new UsageError(`no agent ${agentId}`);
+        // its keys once their key cache expires (within 5 s either way). Its buffer on a shared
+        // Redis bus goes now; an in-process bus of a running server keeps it until it restarts.
+        const bus = config.redisUrl
+          ? createRedisBus({ url: config.redisUrl, keyPrefix: config.liveRedisPrefix })
+          : undefined;
+        try {
+          if (bus && !(await bus.ready(2_000)))
+            process.stderr.write('warning: Redis unreachable, the live buffer is kept\n');
+          const deleted = await deleteAgent(store.agents, agentId, {
+            ...(bus ? { bus } : {}),
+            onBusError: (error) =>
+              process.stderr.write(`warning: live buffer kept: ${(error as Error).message}\n`),
+          });
+          if (!deleted) throw new UsageError(`no agent ${agentId}`);
+        } finally {
+          await bus?.close();
+        }
         print({ agentId, deleted: true });
       });
     case 'key create':

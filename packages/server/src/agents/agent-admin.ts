@@ -64,8 +64,32 @@ export function revokeMember(
 }
 
 /** Deletes an agent and everything of it; false when it did not exist. */
-export function deleteAgent(agents: AgentStore, agentId: string): Promise<boolean> {
-  return agents.deleteAgent(agentId);
+/** What else holds an agent's data or access on this instance, beyond the store. */
+export interface AgentTraces {
+  /** Cached key lookups (refused at once here; elsewhere within API_KEY_CACHE_MS). */
+  keys?: { forgetAgent(agentId: string): void };
+  /** Open live streams (ended at once here; elsewhere at the next access check). */
+  streams?: { agentDeleted(agentId: string): void };
+  /** The live buffer, so that no replay shows the agent's batches again. */
+  bus?: { forget(agentId: string): Promise<void> };
+  /** A live buffer that could not be cleared (the bus is unreachable): the deletion stands. */
+  onBusError?: (error: unknown) => void;
+}
+
+/**
+ * Deletes an agent with everything of it in the store, then what this instance holds of it.
+ * False when there was no such agent.
+ */
+export async function deleteAgent(
+  agents: AgentStore,
+  agentId: string,
+  traces: AgentTraces = {},
+): Promise<boolean> {
+  if (!(await agents.deleteAgent(agentId))) return false;
+  traces.keys?.forgetAgent(agentId);
+  traces.streams?.agentDeleted(agentId);
+  await traces.bus?.forget(agentId).catch((error: unknown) => traces.onBusError?.(error));
+  return true;
 }
 
 export function getAgent(agents: AgentStore, agentId: string): Promise<AgentRecord | undefined> {

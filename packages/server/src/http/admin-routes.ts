@@ -13,6 +13,7 @@ import {
 import type { ApiKeyResolver } from '../auth/api-key-resolver.js';
 import type { KeyGuessLimiter } from '../auth/key-guess-limiter.js';
 import { FlightlogError } from '../errors/flightlog-error.js';
+import type { LiveBus } from '../live/live-bus.js';
 import type { StreamAccessGuard } from '../live/stream-access-guard.js';
 import { MEMBER_ROLES } from '../store/agent-store.js';
 import type { Store } from '../store/open-store.js';
@@ -24,6 +25,8 @@ export interface AdminRoutesOptions {
   apiKeys: ApiKeyResolver;
   /** Ends this instance's live streams of a removed member or deleted agent at once. */
   streamAccess: Pick<StreamAccessGuard, 'memberRemoved' | 'agentDeleted'>;
+  /** Its buffer of a deleted agent is dropped. */
+  bus: Pick<LiveBus, 'forget'>;
   /** Wrong admin tokens per client address, apart from wrong API keys. */
   tokenGuesses: KeyGuessLimiter;
   /** Called for each request refused with `429` by `tokenGuesses`. */
@@ -109,11 +112,14 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     },
     async (request, reply) => {
       const { id } = request.params;
-      if (!(await deleteAgent(agents, id))) throw noAgent();
-      // at once here; other instances drop cached keys within API_KEY_CACHE_MS and end their
-      // streams at their next access check
-      options.apiKeys.forgetAgent(id);
-      options.streamAccess.agentDeleted(id);
+      const deleted = await deleteAgent(agents, id, {
+        keys: options.apiKeys,
+        streams: options.streamAccess,
+        bus: options.bus,
+        onBusError: (error) =>
+          request.log.warn({ err: error, agentId: id }, 'live buffer of a deleted agent kept'),
+      });
+      if (!deleted) throw noAgent();
       return reply.code(204).send();
     },
   );

@@ -120,6 +120,9 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
         },
       };
     },
+    async forget(agentId) {
+      for (const entry of [...(buffers.get(agentId)?.values() ?? [])]) drop(entry);
+    },
     backlog() {
       return { batches: 0, bytes: 0 };
     },

@@ -81,6 +81,11 @@ export interface LiveBus {
    */
   subscribe(agentId: string, listener: LiveListener): Promise<Subscription>;
   /**
+   * Drops everything buffered for the agent, and what still waits to be published for it (the
+   * agent was deleted): no replay shows it again, also to an agent created later under its id.
+   */
+  forget(agentId: string): Promise<void>;
+  /**
    * Batches published but not yet taken by the bus (Redis unreachable), and the bytes they hold.
    * Always empty on the in-process bus.
    */

@@ -103,6 +103,19 @@ export class PublishBacklog {
     return batch;
   }
 
+  /**
+   * Takes out `batch` once it was written or given up: the oldest, unless the batches were
+   * taken out from under a write in flight (removeAgent). False when it is no longer here.
+   */
+  remove(batch: PendingBatch): boolean {
+    if (this.queue[this.head] === batch) return this.shift() === batch;
+    const at = this.queue.indexOf(batch, this.head);
+    if (at < 0) return false;
+    this.queue.splice(at, 1);
+    this.heldBytes -= batch.bytes;
+    return true;
+  }
+
   /** Records that `batch` will never reach its agent's stream. */
   recordGap(batch: Pick<PendingBatch, 'agentId' | 'publishedAt'>): void {
     const gap = this.gaps.get(batch.agentId);
@@ -134,6 +147,19 @@ export class PublishBacklog {
       now.from = Math.min(now.from, gap.from);
       now.to = Math.max(now.to, gap.to);
     } else this.gaps.set(agentId, { ...gap });
+  }
+
+  /** Takes out every batch of the agent (deleted) and its gap; returns the batches taken. */
+  removeAgent(agentId: string): PendingBatch[] {
+    const kept: PendingBatch[] = [];
+    const removed: PendingBatch[] = [];
+    for (const batch of this.queue.slice(this.head))
+      (batch.agentId === agentId ? removed : kept).push(batch);
+    this.queue = kept;
+    this.head = 0;
+    for (const batch of removed) this.heldBytes -= batch.bytes;
+    this.gaps.delete(agentId);
+    return removed;
   }
 
   /** Empties the backlog (shutdown) and returns what it held, oldest first. */

@@ -374,18 +374,18 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
         const written = await Promise.allSettled(chunk.map(write));
         for (const [i, outcome] of written.entries()) {
           const batch = chunk[i] as PendingBatch;
-          if (outcome.status === 'fulfilled') {
-            backlog.shift();
-            batch.resolve(outcome.value);
-          } else if (isReplyError(outcome.reason)) {
-            // Redis refused it (out of memory, a key of the wrong type): it will not go later.
-            backlog.shift();
-            backlog.recordGap(batch);
-            batch.reject(outcome.reason as Error);
-          } else {
+          if (outcome.status === 'rejected' && !isReplyError(outcome.reason)) {
             // This one and the rest of the chunk may have been written: retry them once.
             for (const rest of chunk.slice(i)) rest.uncertain = true;
             throw outcome.reason;
+          }
+          // false when its agent was forgotten while it was being written (already settled)
+          const owed = backlog.remove(batch);
+          if (outcome.status === 'fulfilled') batch.resolve(outcome.value);
+          else if (owed) {
+            // Redis refused it (out of memory, a key of the wrong type): it will not go later.
+            backlog.recordGap(batch);
+            batch.reject(outcome.reason as Error);
           }
         }
       }
@@ -549,6 +549,11 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
           }
         },
       };
+    },
+    async forget(agentId) {
+      // Its batches still waiting were meant for streams that no longer exist: not a loss.
+      for (const batch of backlog.removeAgent(agentId)) batch.resolve([]);
+      await commands.del(key(agentId), rebuildMarker(agentId));
     },
     backlog() {
       return { batches: backlog.size, bytes: backlog.bytes };

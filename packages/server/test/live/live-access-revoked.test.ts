@@ -191,6 +191,22 @@ describeEngines('revoked access ends live streams [%s]', (engine: EngineName) =>
     expectOpen(untouched);
   });
 
+  it('an agent created again under a deleted agent’s id replays nothing of the deleted one', async () => {
+    const { agent } = await agentWithRun();
+    const first = await watchAs(agent.agentId, await server.userToken(newUser(), agent.agentId));
+    await first.waitFor((c) => c.traces().length > 0, 5_000, 'the old run on the stream');
+    expect((await admin('DELETE', `/admin/v1/agents/${agent.agentId}`)).status).toBe(204);
+    await within(first.ended, AT_ONCE_MS, 'the stream to end');
+
+    const again = await server.createAgent({ id: agent.agentId });
+    expect(again.agentId).toBe(agent.agentId);
+    const newcomer = await watchAs(agent.agentId, await server.userToken(newUser(), agent.agentId));
+    const run = runBatch();
+    expect((await postBatch(server.url, again.apiKey, run.body)).status).toBe(202);
+    await newcomer.waitFor((c) => c.traces().length > 0, 5_000, 'the new run');
+    expect(newcomer.traces().map((t) => t.item.trace.id)).toEqual([run.trace.id]);
+  });
+
   it('a key of an agent deleted elsewhere, still in this instance’s cache, is refused with 401 (not a 500)', async () => {
     const { agent, traceId } = await agentWithRun();
     // cached as valid by this instance for 5 s; the deletion does not reach its cache

@@ -101,6 +101,20 @@ describeBuses('LiveBus contract [%s]', (engine: BusName) => {
     expect(await own.ready(100)).toBe(true);
   });
 
+  it('forget drops what an agent has buffered (deleted): no replay shows it again, other agents keep theirs', async () => {
+    const [doomed, kept] = [agent(), agent()];
+    await bus.publish(doomed, [data('secret-1')]);
+    await bus.publish(doomed, [data('secret-2'), data('secret-3')]);
+    await bus.publish(kept, [data('kept')]);
+    await bus.forget(doomed);
+    expect((await bus.replay(doomed)).messages).toEqual([]);
+    expect(labels((await bus.replay(kept)).messages)).toEqual(['kept']);
+    // an agent created again under the same id starts with nothing of the old one
+    await bus.publish(doomed, [data('new')]);
+    expect(labels((await bus.replay(doomed)).messages)).toEqual(['new']);
+    expect(bus.backlog()).toEqual({ batches: 0, bytes: 0 });
+  });
+
   it('publish resolves with one id per message, increasing within and across calls', async () => {
     const a = agent();
     const first = await bus.publish(a, [data('m1'), data('m2'), data('m3')]);

@@ -37,6 +37,7 @@ function scriptedBus() {
         },
       };
     },
+    forget: async () => {},
     backlog: () => ({ batches: 0, bytes: 0 }),
     ready: async () => true,
     close: async () => {},
