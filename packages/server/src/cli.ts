@@ -53,7 +53,9 @@ async function withStore<T>(
   options: { migrate: boolean } = { migrate: true },
 ): Promise<T> {
   const store = await openStore({
-    ...(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir }),
+    ...(config.databaseUrl
+      ? { databaseUrl: config.databaseUrl }
+      : { dataDir: config.dataDir, dataDirDurability: config.dataDirDurability }),
     ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
     poolSize: 2,
     migrate: options.migrate,

@@ -56,18 +56,22 @@ export interface WorkerProcess {
 /**
  * Starts `flightlog <command>` and waits for the first match of `ready` in its output (the
  * first capture group is returned); fails if it exits or does not get there within a minute.
+ * `wrapper` runs it under another program (e.g. `['strace', ...options]`): the child is then
+ * the wrapper, which must pass the output through.
  */
 async function startCliProcess(
   command: string,
   env: Record<string, string>,
   ready: RegExp,
+  wrapper: string[] = [],
 ): Promise<{
   child: ChildProcess;
   match: string;
   output: () => string;
   exited: Promise<number | null>;
 }> {
-  const child = spawn(process.execPath, [CLI, command], {
+  const [program = process.execPath, ...args] = [...wrapper, process.execPath, CLI, command];
+  const child = spawn(program, args, {
     env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -96,12 +100,19 @@ async function startCliProcess(
   return { child, match, output: () => output, exited };
 }
 
-/** Starts `flightlog serve` on a free port and waits until it listens. */
-export async function startServeProcess(env: Record<string, string>): Promise<ServeProcess> {
+/**
+ * Starts `flightlog serve` on a free port and waits until it listens; under `wrapper` when
+ * given (see startCliProcess).
+ */
+export async function startServeProcess(
+  env: Record<string, string>,
+  wrapper: string[] = [],
+): Promise<ServeProcess> {
   const { match, ...started } = await startCliProcess(
     'serve',
     { PORT: '0', HOST: '127.0.0.1', ...env },
     /"url":"(http:\/\/[^"]+)"/,
+    wrapper,
   );
   return { ...started, url: match };
 }
