@@ -69,7 +69,10 @@ async function withStore<T>(
 
 async function serve(config: Config): Promise<void> {
   const server = await startServer(config);
-  server.app.log.info({ url: server.url, store: server.store.engine }, 'flightlog listening');
+  const store = server.store.engine;
+  // an operator should see at a glance whether a 202 survives a power cut
+  const durability = store === 'pglite' ? { durability: config.dataDirDurability } : {};
+  server.app.log.info({ url: server.url, store, ...durability }, 'flightlog listening');
   const stop = (signal: string) => {
     server.app.log.info({ signal }, 'shutting down');
     server.close().then(

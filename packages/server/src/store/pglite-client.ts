@@ -51,7 +51,8 @@ class PreparedStatements {
   /**
    * Runs `sql` as a prepared statement. The caller holds the engine exclusively (no other
    * query or transaction of this client can interleave) and says whether a transaction of
-   * this client is open (the data directory is then synced at its commit, not now).
+   * this client is open (PGlite's `syncToFs`, a no-op on a data directory on disk or in
+   * memory, then runs at its commit, not now; durability is the engine's, pglite-durability.ts).
    */
   async run<Row>(
     name: string,
