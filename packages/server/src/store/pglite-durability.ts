@@ -1,4 +1,4 @@
-import { existsSync, fdatasyncSync, fsyncSync } from 'node:fs';
+import { existsSync, fdatasyncSync, fsyncSync, writeSync } from 'node:fs';
 import { open, readdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
@@ -34,9 +34,13 @@ export const DATA_DIR_DURABILITIES: readonly DataDirDurability[] = ['power-loss'
  *
  * The sync runs inside the engine's call, so it blocks the event loop for as long as the disk
  * takes, as the engine's own work already does on this engine; each commit syncs once (a
- * single-user engine has no concurrent commits to group). An fsync that fails fails the
- * statement and, as on PostgreSQL, stops the engine: the data directory is never trusted after
- * a lost write-back.
+ * single-user engine has no concurrent commits to group).
+ *
+ * An fsync that fails stops the process, as PostgreSQL stops every backend (PANIC): the
+ * operating system may have dropped the pages it could not write, so nothing the engine holds
+ * can be trusted, and recovery from the WAL at the next start is the way back. (PGlite's engine
+ * after a PANIC also spins on the next query, freezing the event loop.) Every batch
+ * acknowledged before was synced; the ones in flight are answered by no one, and clients retry.
  *
  * The files PGlite's initdb puts in a new data directory are written by JavaScript, not by the
  * engine, so nothing syncs them; a new directory is synced once, whole, before it is used (as
@@ -55,13 +59,27 @@ const SYNCED_START_PARAMS = [
 /** The parts of emscripten's NODEFS and FS that the `fsync` operation needs. */
 interface NodeFsInternals {
   stream_ops: { fsync?: (stream: { nfd: number; node: { mode: number } }) => number };
-  tryFSOperation<T>(operation: () => T): T;
 }
 interface FsInternals {
   isDir(mode: number): boolean;
 }
 
 type NodeFsInit = NodeFS['init'];
+
+const DIRECTORY_SYNC_UNSUPPORTED = new Set(['EISDIR', 'EBADF', 'EINVAL', 'EPERM', 'EACCES']);
+
+/** See above: the process cannot go on after a failed fsync. Written as a fatal log line. */
+function stopAfterLostWrite(error: unknown): never {
+  const line = {
+    level: 60,
+    time: Date.now(),
+    pid: process.pid,
+    err: { message: String((error as Error).message ?? error) },
+    msg: 'PGlite could not fsync its data directory; stopping (a restart recovers from the WAL)',
+  };
+  writeSync(2, `${JSON.stringify(line)}\n`);
+  process.exit(1);
+}
 
 /** PGlite's NodeFS, with an `fsync` that reaches the disk. */
 class SyncingNodeFS extends NodeFS {
@@ -70,16 +88,20 @@ class SyncingNodeFS extends NodeFS {
     const addFsync = (mod: { NODEFS: unknown; FS: unknown }) => {
       const nodefs = mod.NODEFS as Partial<NodeFsInternals>;
       const fs = mod.FS as FsInternals;
-      if (!nodefs.stream_ops || typeof nodefs.tryFSOperation !== 'function')
+      if (!nodefs.stream_ops)
         throw new Error(
           'this PGlite build has no NODEFS stream operations to add fsync to: it cannot run with DATA_DIR_DURABILITY=power-loss',
         );
-      const internals = nodefs as NodeFsInternals;
-      internals.stream_ops.fsync = (stream) => {
-        // an error becomes the errno PostgreSQL sees, as from a real fsync
-        internals.tryFSOperation(() =>
-          fs.isDir(stream.node.mode) ? fsyncSync(stream.nfd) : fdatasyncSync(stream.nfd),
-        );
+      nodefs.stream_ops.fsync = (stream) => {
+        const directory = fs.isDir(stream.node.mode);
+        try {
+          if (directory) fsyncSync(stream.nfd);
+          else fdatasyncSync(stream.nfd);
+        } catch (error) {
+          // PostgreSQL ignores these for a directory: some file systems cannot sync one
+          const code = (error as NodeJS.ErrnoException).code ?? '';
+          if (!(directory && DIRECTORY_SYNC_UNSUPPORTED.has(code))) stopAfterLostWrite(error);
+        }
         return 0;
       };
     };
@@ -88,8 +110,6 @@ class SyncingNodeFS extends NodeFS {
     };
   }
 }
-
-const DIRECTORY_SYNC_UNSUPPORTED = new Set(['EISDIR', 'EBADF', 'EINVAL', 'EPERM', 'EACCES']);
 
 async function syncPath(path: string, directory: boolean): Promise<void> {
   let handle;
