@@ -2,8 +2,10 @@
 // the HTTP layer and of the database, measured in the same run with the same bodies.
 //
 // For each engine (PostgreSQL at BENCH_DATABASE_URL, skipped loudly when unreachable; then
-// PGlite) it starts the built server as a child process on a fresh schema / data directory and
-// creates an agent. For each body mix
+// PGlite, whose commits are fsynced: DATA_DIR_DURABILITY=power-loss, the default; and, when
+// BENCH_ENGINES names it, pglite-process-crash: PGlite with DATA_DIR_DURABILITY=process-crash,
+// no fsync) it starts the built server as a child process on a fresh schema / data directory
+// and creates an agent. For each body mix
 //
 //   large  1 trace + 20 llm_call events of ~400-character messages (~20.8 KB JSON, ~5.9 KB gzip)
 //   small  1 trace + 1-3 llm_call events, what a client flushing every 250 ms sends
@@ -19,8 +21,9 @@
 //            record the batch id in accepted_batches, upsert the trace and insert the events
 //            (unnest arrays), as a named prepared statement over a pg.Pool of 8 with 8 concurrent
 //            writers; (c) on PGlite, the same statement on an in-process PGlite (own data
-//            directory), 8 concurrent writers. Both on the real schema (the server's migrations,
-//            run by openStore in a schema / data directory of their own).
+//            directory, opened with the server's durability), 8 concurrent writers. Both on the
+//            real schema (the server's migrations, run by openStore in a schema / data directory
+//            of their own).
 //
 // Every request body and every baseline batch is built for one use only (fresh batch, trace and
 // event ids), so no run measures a duplicate-key shortcut; bodies are built by worker threads
@@ -30,8 +33,10 @@
 // rate (target p99 < 50 ms) two ways: an autocannon run with overallRate (autocannon releases
 // each connection's per-second quota in a burst at the start of every second) and an evenly
 // paced open-loop sender (latency counted from each request's scheduled time), and the server's
-// peak resident memory per mix (VmHWM, reset before each mix; target < 250 MB). Figures are
-// printed and written to bench/results/ingest-latest.json.
+// peak resident memory per mix (VmHWM, reset before each mix; target < 250 MB). With both
+// pglite and pglite-process-crash in one run it also prints what the fsync costs: the durable
+// service's rate over the process-crash one, per mix. Figures are printed and written to
+// bench/results/ingest-latest.json.
 //
 // It is a benchmark, not a test: nothing is asserted, anomalies (non-2xx, duplicates, errors,
 // rows missing from the tables) are printed loudly. Bounded: BENCH_TIMEOUT_SECONDS (by default
@@ -39,7 +44,8 @@
 // directories removed on every exit path.
 //
 // Env: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_WARMUP_SECONDS (1), BENCH_TIMEOUT_SECONDS,
-//      BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test), BENCH_ENGINES (postgres,pglite),
+//      BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test), BENCH_ENGINES (postgres,pglite;
+//      also pglite-process-crash),
 //      BENCH_MIXES (large,small), BENCH_SERVER_POOL_SIZE (the server's DATABASE_POOL_SIZE; its own
 //      default when unset), BENCH_SERVER_NODE_ARGS (extra node flags for the server, e.g.
 //      "--cpu-prof --cpu-prof-dir=/tmp/p")
@@ -99,7 +105,7 @@ const CFG = {
   rounds: Math.round(envNumber('BENCH_ROUNDS', 3, 1, 20)),
   warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 1, 0, 60),
   databaseUrl: process.env.BENCH_DATABASE_URL?.trim() || 'postgres://postgres@127.0.0.1:5432/test',
-  engines: list('BENCH_ENGINES', 'postgres,pglite', ['postgres', 'pglite']),
+  engines: list('BENCH_ENGINES', 'postgres,pglite', ['postgres', 'pglite', 'pglite-process-crash']),
   mixes: list('BENCH_MIXES', 'large,small', Object.keys(MIXES)),
   serverPoolSize: envNumber('BENCH_SERVER_POOL_SIZE', 0, 0, 1000) || null,
   connections: 16,
@@ -412,11 +418,16 @@ async function openPostgresBaseline(schema) {
   };
 }
 
-async function openPgliteBaseline(dataDir) {
-  const db = await PGlite.create(dataDir);
+/** The DATA_DIR_DURABILITY an engine of this benchmark runs PGlite with. */
+const durabilityOf = (engine) =>
+  engine === 'pglite-process-crash' ? 'process-crash' : 'power-loss';
+
+async function openPgliteBaseline(dataDir, durability) {
+  const { openPgliteDataDir } = await import('@flightlog/server');
+  const db = await openPgliteDataDir(dataDir, durability, {});
   await db.exec(`SET TIME ZONE 'UTC'`);
   return {
-    kind: 'one statement per batch (data-modifying CTEs), in-process PGlite',
+    kind: `one statement per batch (data-modifying CTEs), in-process PGlite (${durability})`,
     async write(agentId, batch) {
       const { rows } = await db.query(WRITE_BATCH, writeBatchParams(agentId, batch));
       checkWritten(rows, batch);
@@ -660,9 +671,9 @@ async function openBaseline(engine, tag) {
   }
   const dir = mkdtempSync(join(os.tmpdir(), 'flightlog-bench-base-'));
   lifecycle.onCleanup(() => rmSync(dir, { recursive: true, force: true }));
-  const store = await openStore({ dataDir: dir });
+  const store = await openStore({ dataDir: dir, dataDirDurability: durabilityOf(engine) });
   await store.close();
-  return openPgliteBaseline(dir);
+  return openPgliteBaseline(dir, durabilityOf(engine));
 }
 
 async function benchEngine(engine, bare) {
@@ -698,7 +709,7 @@ async function benchEngine(engine, bare) {
     } else {
       const dir = mkdtempSync(join(os.tmpdir(), 'flightlog-bench-server-'));
       lifecycle.onCleanup(() => rmSync(dir, { recursive: true, force: true }));
-      serverEnv = { DATA_DIR: dir };
+      serverEnv = { DATA_DIR: dir, DATA_DIR_DURABILITY: durabilityOf(engine) };
     }
     if (CFG.serverPoolSize) serverEnv.DATABASE_POOL_SIZE = String(CFG.serverPoolSize);
     const baseline = await openBaseline(engine, tag);
@@ -765,6 +776,34 @@ const n = (x, digits = 1) => (x === null || x === undefined ? 'n/a' : x.toFixed(
 const mb = (bytes) => (bytes ? `${(bytes / 1e6).toFixed(0)} MB` : 'n/a');
 const met = (ok) => (ok === null || ok === undefined ? 'n/a' : ok ? 'met' : 'MISSED');
 
+/**
+ * What PGlite's fsync costs: per mix, the durable service's median rate over the process-crash
+ * one (and the same for baseline c), when both ran.
+ */
+function fsyncCost(results) {
+  const durable = results.find((r) => r.engine === 'pglite')?.mixes ?? {};
+  const fast = results.find((r) => r.engine === 'pglite-process-crash')?.mixes ?? {};
+  const cost = {};
+  for (const [mix, m] of Object.entries(durable)) {
+    const f = fast[mix];
+    if (!m.median || !f?.median) continue;
+    cost[mix] = {
+      service: {
+        powerLoss: m.median.service.batchesPerSec,
+        processCrash: f.median.service.batchesPerSec,
+        ratio: m.median.service.batchesPerSec / f.median.service.batchesPerSec,
+        p50Ms: { powerLoss: m.median.service.p50Ms, processCrash: f.median.service.p50Ms },
+      },
+      db: {
+        powerLoss: m.median.db.batchesPerSec,
+        processCrash: f.median.db.batchesPerSec,
+        ratio: m.median.db.batchesPerSec / f.median.db.batchesPerSec,
+      },
+    };
+  }
+  return Object.keys(cost).length > 0 ? cost : undefined;
+}
+
 function report(results, meta) {
   const rows = [['engine', 'mix', 'run', 'batches/s', 'events/s', 'p50 ms', 'p99 ms', 'failed']];
   const notes = [];
@@ -813,6 +852,13 @@ function report(results, meta) {
     if (r.error) notes.push(`${r.engine}: FAILED (${r.error})`);
     for (const w of r.warnings ?? []) notes.push(`${r.engine}: !!! ${w}`);
   }
+  for (const [mix, c] of Object.entries(meta.pgliteFsyncCost ?? {}))
+    notes.push(
+      `PGlite ${mix}, fsync cost: service ${n(c.service.powerLoss)}/s durable (power-loss) vs ` +
+        `${n(c.service.processCrash)}/s process-crash = ${n(c.service.ratio, 2)} ` +
+        `(p50 ${n(c.service.p50Ms.powerLoss)} vs ${n(c.service.p50Ms.processCrash)} ms); ` +
+        `baseline (c) ${n(c.db.powerLoss)}/s vs ${n(c.db.processCrash)}/s = ${n(c.db.ratio, 2)}`,
+    );
   console.log(
     `\nFlightlog ingest benchmark — ${meta.date}, node ${meta.node}, ${meta.cpuModel} x ${meta.cores}\n` +
       `${CFG.rounds} rounds x ${CFG.seconds} s per side (service, http = bare node:http, db = one ` +
@@ -842,6 +888,7 @@ async function main() {
   const results = [];
   for (const engine of CFG.engines) results.push(await benchEngine(engine, bare));
   meta.totalSeconds = Math.round((performance.now() - started) / 100) / 10;
+  meta.pgliteFsyncCost = fsyncCost(results);
 
   report(results, meta);
   writeJsonAtomic(RESULTS_FILE, {

@@ -28,8 +28,16 @@ function row({ benchmark, figure, value, unit, baseline, baselineLabel, target, 
   };
 }
 
-const ENGINE_LABEL = { postgres: 'PostgreSQL', pglite: 'PGlite' };
-const DB_BASELINE = { postgres: '(b) PostgreSQL, 1 statement', pglite: '(c) PGlite, 1 statement' };
+const ENGINE_LABEL = {
+  postgres: 'PostgreSQL',
+  pglite: 'PGlite',
+  'pglite-process-crash': 'PGlite process-crash',
+};
+const DB_BASELINE = {
+  postgres: '(b) PostgreSQL, 1 statement',
+  pglite: '(c) PGlite, 1 statement',
+  'pglite-process-crash': '(c) PGlite process-crash, 1 statement',
+};
 
 function ingestRows(json) {
   const rows = [];
@@ -92,6 +100,18 @@ function ingestRows(json) {
         }),
       );
   }
+  // run with BENCH_ENGINES=...,pglite,pglite-process-crash: what the fsync of each commit costs
+  for (const [mix, c] of Object.entries(json.pgliteFsyncCost ?? {}))
+    rows.push(
+      row({
+        benchmark,
+        figure: `PGlite ${mix}: fsynced (power-loss) vs not (process-crash), batches/s`,
+        value: c.service.powerLoss,
+        unit: '/s',
+        baseline: c.service.processCrash,
+        baselineLabel: 'PGlite process-crash, service',
+      }),
+    );
   return rows;
 }
 

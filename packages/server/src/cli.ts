@@ -56,7 +56,9 @@ async function withStore<T>(
   options: { migrate: boolean } = { migrate: true },
 ): Promise<T> {
   const store = await openStore({
-    ...(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir }),
+    ...(config.databaseUrl
+      ? { databaseUrl: config.databaseUrl }
+      : { dataDir: config.dataDir, dataDirDurability: config.dataDirDurability }),
     ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
     poolSize: 2,
     migrate: options.migrate,
@@ -70,7 +72,10 @@ async function withStore<T>(
 
 async function serve(config: Config): Promise<void> {
   const server = await startServer(config);
-  server.app.log.info({ url: server.url, store: server.store.engine }, 'flightlog listening');
+  const store = server.store.engine;
+  // an operator should see at a glance whether a 202 survives a power cut
+  const durability = store === 'pglite' ? { durability: config.dataDirDurability } : {};
+  server.app.log.info({ url: server.url, store, ...durability }, 'flightlog listening');
   const stop = (signal: string) => {
     server.app.log.info({ signal }, 'shutting down');
     server.close().then(

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
 import { parseEnvelopeKey } from '@flightlog/protocol';
+import { DATA_DIR_DURABILITIES, type DataDirDurability } from './store/pglite-durability.js';
 
 /** Service configuration, read once from the environment at start-up. */
 export interface Config {
@@ -7,6 +8,8 @@ export interface Config {
   host: string;
   /** PGlite data directory, used when `databaseUrl` is absent. */
   dataDir: string;
+  /** What an acknowledged batch in `dataDir` survives (`DATA_DIR_DURABILITY`). */
+  dataDirDurability: DataDirDurability;
   databaseUrl: string | undefined;
   databaseSchema: string | undefined;
   databasePoolSize: number;
@@ -148,6 +151,26 @@ function onOff(env: Env, name: string, fallback: boolean): boolean {
   return raw === 'on';
 }
 
+/**
+ * `DATA_DIR_DURABILITY`: `power-loss` (the default) or `process-crash`, the faster mode that
+ * gives up surviving a power cut. It is refused with `DATABASE_URL`, where it would change
+ * nothing: PostgreSQL's durability is its own `fsync` and `synchronous_commit`.
+ */
+function dataDirDurability(env: Env): DataDirDurability {
+  const raw = text(env, 'DATA_DIR_DURABILITY');
+  if (raw === undefined) return 'power-loss';
+  const value = DATA_DIR_DURABILITIES.find((known) => known === raw);
+  if (value === undefined)
+    throw new ConfigError(
+      `DATA_DIR_DURABILITY must be power-loss (an acknowledged batch is on disk) or process-crash (it survives a crash of the process, not of the machine), got "${raw}"`,
+    );
+  if (value === 'process-crash' && text(env, 'DATABASE_URL') !== undefined)
+    throw new ConfigError(
+      "DATA_DIR_DURABILITY applies to the embedded engine only; with DATABASE_URL, durability is PostgreSQL's own fsync and synchronous_commit",
+    );
+  return value;
+}
+
 /** The analysis settings, checked together (some only make sense with others). */
 function analysisSettings(env: Env) {
   const analysisLeaseMs = integer(env, 'ANALYSIS_LEASE_MS', 60_000, 1_000, 3_600_000);
@@ -216,6 +239,7 @@ export function loadConfig(env: Env = process.env): Config {
     port: integer(env, 'PORT', 8080, 0, 65_535),
     host: text(env, 'HOST') ?? '0.0.0.0',
     dataDir: text(env, 'DATA_DIR') ?? './.flightlog',
+    dataDirDurability: dataDirDurability(env),
     databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
     databaseSchema: schema,
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),

@@ -25,7 +25,9 @@ export async function startServer(
   options: { logger?: AppDependencies['logger'] } = {},
 ): Promise<RunningServer> {
   const store = await openStore({
-    ...(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir }),
+    ...(config.databaseUrl
+      ? { databaseUrl: config.databaseUrl }
+      : { dataDir: config.dataDir, dataDirDurability: config.dataDirDurability }),
     ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.databaseStatementTimeoutMs,

@@ -31,7 +31,9 @@ export async function startWorker(
   let store: Store;
   try {
     store = await openStore({
-      ...(config.databaseUrl ? { databaseUrl: config.databaseUrl } : { dataDir: config.dataDir }),
+      ...(config.databaseUrl
+        ? { databaseUrl: config.databaseUrl }
+        : { dataDir: config.dataDir, dataDirDurability: config.dataDirDurability }),
       ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
       // one job at a time: a connection for it and one for the lease bookkeeping
       poolSize: Math.min(config.databasePoolSize, 2),

@@ -2,6 +2,7 @@ import { AgentStore } from './agent-store.js';
 import { AnalysisStore } from './analysis-store.js';
 import { migrate } from './migrate.js';
 import { openPgliteClient } from './pglite-client.js';
+import type { DataDirDurability } from './pglite-durability.js';
 import { openPostgresClient } from './postgres-client.js';
 import type { SqlClient, StoreEngine } from './sql-client.js';
 import { TraceStore } from './trace-store.js';
@@ -13,6 +14,8 @@ export interface StoreOptions {
   databaseSchema?: string;
   /** PGlite data directory; undefined keeps the data in memory. */
   dataDir?: string;
+  /** What an acknowledged commit in `dataDir` survives (default `power-loss`: it is fsynced). */
+  dataDirDurability?: DataDirDurability;
   poolSize?: number;
   /**
    * PostgreSQL: the longest a statement may run (`statement_timeout`); a database that does not
@@ -43,7 +46,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
         ...(options.poolSize ? { poolSize: options.poolSize } : {}),
         ...(options.statementTimeoutMs ? { statementTimeoutMs: options.statementTimeoutMs } : {}),
       })
-    : await openPgliteClient(options.dataDir);
+    : await openPgliteClient(options.dataDir, options.dataDirDurability);
   try {
     if (options.migrate !== false) await migrate(sql);
   } catch (error) {

@@ -7,6 +7,7 @@ import {
   type Transaction,
 } from '@electric-sql/pglite';
 import { lockDataDir } from './data-dir-lock.js';
+import { openPgliteDataDir, type DataDirDurability } from './pglite-durability.js';
 import { statementName } from './prepared-statements.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import { translateDriverError } from './store-unavailable.js';
@@ -50,7 +51,8 @@ class PreparedStatements {
   /**
    * Runs `sql` as a prepared statement. The caller holds the engine exclusively (no other
    * query or transaction of this client can interleave) and says whether a transaction of
-   * this client is open (the data directory is then synced at its commit, not now).
+   * this client is open (PGlite's `syncToFs`, a no-op on a data directory on disk or in
+   * memory, then runs at its commit, not now; durability is the engine's, pglite-durability.ts).
    */
   async run<Row>(
     name: string,
@@ -97,9 +99,13 @@ class PreparedStatements {
 
 /**
  * The embedded engine: PostgreSQL compiled to WASM, in this process. `dataDir` undefined means
- * in memory (tests). One process may open a data directory at a time.
+ * in memory (tests). One process may open a data directory at a time. A commit is as durable
+ * as `durability` says (pglite-durability.ts) by the time the call that made it resolves.
  */
-export async function openPgliteClient(dataDir: string | undefined): Promise<SqlClient> {
+export async function openPgliteClient(
+  dataDir: string | undefined,
+  durability: DataDirDurability = 'power-loss',
+): Promise<SqlClient> {
   let unlock = () => Promise.resolve();
   if (dataDir !== undefined) {
     mkdirSync(dataDir, { recursive: true });
@@ -108,7 +114,10 @@ export async function openPgliteClient(dataDir: string | undefined): Promise<Sql
   }
   let db: PGlite;
   try {
-    db = await PGlite.create(dataDir, { parsers: PARSERS });
+    db =
+      dataDir === undefined
+        ? await PGlite.create({ parsers: PARSERS })
+        : await openPgliteDataDir(dataDir, durability, { parsers: PARSERS });
     await db.exec(`SET TIME ZONE 'UTC'`);
   } catch (error) {
     await unlock();

@@ -7,6 +7,7 @@ describe('loadConfig', () => {
       port: 8080,
       host: '0.0.0.0',
       dataDir: './.flightlog',
+      dataDirDurability: 'power-loss',
       databaseUrl: undefined,
       databasePoolSize: 10,
       maxBodyBytes: 5 * 1024 * 1024,
@@ -109,6 +110,10 @@ describe('loadConfig', () => {
       apiKeyFailureWindowMs: 300_000,
       liveAccessCheckMs: 4000,
     });
+    expect(loadConfig({ DATA_DIR_DURABILITY: 'process-crash' }).dataDirDurability).toBe(
+      'process-crash',
+    );
+    expect(loadConfig({ DATA_DIR_DURABILITY: 'power-loss' }).dataDirDurability).toBe('power-loss');
     expect(loadConfig({}).trustProxy).toBe(false);
     expect(loadConfig({ TRUST_PROXY: 'false' }).trustProxy).toBe(false);
     expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
@@ -139,6 +144,11 @@ describe('loadConfig', () => {
     [{ TRUST_PROXY: '10.0.0.0/33' }, 'TRUST_PROXY'],
     [{ TRUST_PROXY: 'proxy.internal' }, 'TRUST_PROXY'],
     [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL'],
+    [{ DATA_DIR_DURABILITY: 'off' }, 'DATA_DIR_DURABILITY must be power-loss'],
+    [
+      { DATA_DIR_DURABILITY: 'process-crash', DATABASE_URL: 'postgres://u@db:5432/flightlog' },
+      'DATA_DIR_DURABILITY applies to the embedded engine only',
+    ],
     [{ JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_AUDIENCE: 'flightlog' }, 'JWT_ISSUER'],
     [{ JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_ISSUER: 'https://idp/' }, 'JWT_AUDIENCE'],
     [{ ANALYSIS_WORKER: 'yes' }, 'ANALYSIS_WORKER'],

@@ -62,13 +62,18 @@ export interface WorkerProcess {
  * - `supervisor-shell`: under a shell that waits for it, the two of them a process group of their
  *   own, as under a supervisor (which kills the group); the shell exits with the process's code;
  * - `unreaping-parent`: under a parent (`sleep`) that never reaps it, in a group of their own, so
- *   that a killed process stays a zombie.
+ *   that a killed process stays a zombie;
+ * - a command (`['strace', '-f', …]`): run with `node cli.js <command>` appended to it.
  */
-export type CliWrapper = 'none' | 'supervisor-shell' | 'unreaping-parent';
+export type CliWrapper = 'none' | 'supervisor-shell' | 'unreaping-parent' | string[];
 
 function spawnCli(command: string, env: Record<string, string>, wrapper: CliWrapper): ChildProcess {
   const options: SpawnOptions = { env, stdio: ['ignore', 'pipe', 'pipe'] };
   if (wrapper === 'none') return spawn(process.execPath, [CLI, command], options);
+  if (Array.isArray(wrapper)) {
+    const [program = process.execPath, ...args] = [...wrapper, process.execPath, CLI, command];
+    return spawn(program, args, options);
+  }
   const script =
     wrapper === 'supervisor-shell'
       ? '"$@"; code=$?; echo "flightlog exited with $code"; exit $code'

@@ -1,0 +1,129 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openStore, type Store } from '../../src/store/open-store.js';
+import type { DataDirDurability } from '../../src/store/pglite-durability.js';
+
+/*
+ * PGlite on a data directory (not in memory, as the other store tests run it), in both
+ * durabilities: the engine runs with the settings each promises, and what any of the three
+ * ways a commit happens wrote is there after a close and a reopen, also in the other mode; an
+ * fsync that fails stops the process, and the next start recovers. That each commit is on disk
+ * before its call resolves is watched from outside the process by
+ * reliability/fsync-before-202.test.ts; that a SIGKILL keeps it, by reliability/crash.test.ts.
+ */
+
+const root = mkdtempSync(join(tmpdir(), 'flightlog-data-dir-'));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const SETTINGS = `SELECT current_setting('fsync') AS fsync,
+  current_setting('wal_sync_method') AS "walSyncMethod",
+  current_setting('synchronous_commit') AS "synchronousCommit"`;
+
+async function agentIds(store: Store): Promise<string[]> {
+  const rows = await store.sql.query<{ id: string }>(
+    `SELECT id FROM agents WHERE id LIKE 'dir-%' ORDER BY id`,
+  );
+  return rows.map((row) => row.id);
+}
+
+describe.each<[DataDirDurability, DataDirDurability, object]>([
+  ['power-loss', 'process-crash', { fsync: 'on', walSyncMethod: 'fsync', synchronousCommit: 'on' }],
+  ['process-crash', 'power-loss', { fsync: 'off', synchronousCommit: 'on' }],
+])('PGlite on a data directory, DATA_DIR_DURABILITY=%s', (durability, other, settings) => {
+  const dataDir = join(root, durability);
+
+  it('runs the engine with the settings that durability needs', async () => {
+    const store = await openStore({ dataDir, dataDirDurability: durability });
+    try {
+      const [row] = await store.sql.query(SETTINGS);
+      expect(row).toMatchObject(settings);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('keeps what each kind of commit wrote across a close and a reopen, in either mode', async () => {
+    const store = await openStore({ dataDir, dataDirDurability: durability });
+    try {
+      // a single statement outside a transaction: prepared, autocommit (the ingest hot path)
+      await store.sql.query(`INSERT INTO agents (id, name) VALUES ($1, $2)`, ['dir-1', 'one']);
+      // a transaction
+      await store.sql.transaction(async (tx) => {
+        await tx.query(`INSERT INTO agents (id, name) VALUES ($1, $2)`, ['dir-2', 'two']);
+        await tx.query(`INSERT INTO agents (id, name) VALUES ($1, $2)`, ['dir-3', 'three']);
+      });
+      // a statement PGlite runs itself, unprepared (the leading comment keeps it from being
+      // prepared, as DDL and utility statements are not)
+      await store.sql.query(`/* unprepared */ INSERT INTO agents (id, name) VALUES ($1, $2)`, [
+        'dir-4',
+        'four',
+      ]);
+    } finally {
+      await store.close();
+    }
+    const expected = ['dir-1', 'dir-2', 'dir-3', 'dir-4'];
+    for (const mode of [durability, other, durability]) {
+      const reopened = await openStore({ dataDir, dataDirDurability: mode });
+      try {
+        expect(await agentIds(reopened), `reopened with ${mode}`).toEqual(expected);
+      } finally {
+        await reopened.close();
+      }
+    }
+  });
+});
+
+/**
+ * A disk that fails a write-back: the process's fdatasync made to fail with EIO (as the kernel
+ * reports a lost write), in a child process that opens the data directory through the built
+ * package, commits one row, then tries a second.
+ */
+const FAILING_DISK = `
+import fs from 'node:fs';
+import { syncBuiltinESMExports } from 'node:module';
+const [dataDir, server] = process.argv.slice(1);
+let failing = false;
+const fdatasyncSync = fs.fdatasyncSync;
+fs.fdatasyncSync = (fd) => {
+  if (!failing) return fdatasyncSync(fd);
+  throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+};
+syncBuiltinESMExports();
+const { openStore } = await import(server);
+const store = await openStore({ dataDir, dataDirDurability: 'power-loss' });
+await store.sql.query('INSERT INTO agents (id, name) VALUES ($1, $2)', ['dir-acked', 'acked']);
+failing = true;
+await store.sql
+  .query('INSERT INTO agents (id, name) VALUES ($1, $2)', ['dir-lost', 'lost'])
+  .then(() => console.log('the second commit resolved'), (e) => console.log('the second commit failed', e.message));
+console.log('still running');
+`;
+
+describe('PGlite on a data directory whose fsync fails', () => {
+  it('stops the process with a fatal log line; the next start recovers what was acknowledged', async () => {
+    const dataDir = join(root, 'failing-disk');
+    const server = fileURLToPath(new URL('../../dist/index.js', import.meta.url));
+    const child = spawnSync(
+      process.execPath,
+      ['--input-type=module', '-e', FAILING_DISK, dataDir, server],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(child.status, child.stderr).toBe(1);
+    // it neither answered the second commit nor carried on
+    expect(child.stdout).toBe('');
+    const fatal = JSON.parse(child.stderr.trim().split('\n').at(-1) ?? '{}');
+    expect(fatal).toMatchObject({ level: 60, err: { message: expect.stringContaining('EIO') } });
+    expect(fatal.msg).toContain('could not fsync');
+
+    const reopened = await openStore({ dataDir });
+    try {
+      expect(await agentIds(reopened)).toContain('dir-acked');
+    } finally {
+      await reopened.close();
+    }
+  });
+});
