@@ -1,5 +1,5 @@
-import { fdatasyncSync, fsyncSync, writeSync } from 'node:fs';
-import { open, readdir } from 'node:fs/promises';
+import { existsSync, fdatasyncSync, fsyncSync, writeSync } from 'node:fs';
+import { open, readdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { NodeFS } from '@electric-sql/pglite/nodefs';
@@ -43,11 +43,17 @@ export const DATA_DIR_DURABILITIES: readonly DataDirDurability[] = ['power-loss'
  * acknowledged before was synced; the ones in flight are answered by no one, and clients retry.
  *
  * The engine only syncs what it wrote itself since it started. So the whole data directory is
- * synced once at every start, before it is used, with the directory that holds it: a new one
- * holds what PGlite's initdb wrote from JavaScript, and one that ran with `process-crash` (or an
- * older Flightlog) may have writes still in the page cache, its last checkpoint among them. On
- * a clean directory of ~1,000 files that takes ~150 ms.
+ * synced, with the directory that holds it, before it is used in this mode for the first time:
+ * a new one holds what PGlite's initdb wrote from JavaScript, and one that ran with
+ * `process-crash` (or an older Flightlog) may have writes still in the page cache, its last
+ * checkpoint among them. A marker file then says the directory is synced; a `process-crash`
+ * start removes it first. Not at every start: on ~1,000 files it takes 150–300 ms that a
+ * restart under a supervisor should not pay, and a directory only ever written in this mode has
+ * nothing unsynced (after a crash the engine itself syncs it before recovering).
  */
+/** In a data directory that has been synced whole and since written only with fsync on. */
+export const SYNCED_MARKER = 'flightlog.synced';
+
 const SYNCED_START_PARAMS = [
   ...PGlite.defaultStartParams.filter((param) => param !== '-F'),
   '-c',
@@ -163,7 +169,13 @@ export async function openPgliteDataDir(
   durability: DataDirDurability,
   options: PGliteOptions,
 ): Promise<PGlite> {
-  if (durability === 'process-crash') return PGlite.create(dataDir, options);
+  const marker = join(dataDir, SYNCED_MARKER);
+  if (durability === 'process-crash') {
+    // what this run writes is not synced: a later durable start must sync it all first
+    await rm(marker, { force: true });
+    await syncPath(dataDir, true);
+    return PGlite.create(dataDir, options);
+  }
   const db = await PGlite.create({
     ...options,
     fs: new SyncingNodeFS(dataDir),
@@ -178,7 +190,12 @@ export async function openPgliteDataDir(
       throw new Error(
         `PGlite started with fsync=${settings?.fsync} and wal_sync_method=${settings?.method}, not fsync=on and wal_sync_method=fsync`,
       );
-    await syncTree(dataDir);
+    if (!existsSync(marker)) {
+      await syncTree(dataDir);
+      await writeFile(marker, 'every write in this directory has been synced\n');
+      await syncPath(marker, false);
+      await syncPath(dataDir, true);
+    }
   } catch (error) {
     await db.close();
     throw error;

@@ -215,3 +215,53 @@ describeWithStrace('a 202 on PGlite follows the fsync of its commit (strace)', (
     expect(fast.stored).toBe(BATCHES);
   });
 });
+
+describeWithStrace('a durable start syncs what was written unsynced, once (strace)', () => {
+  const root = mkdtempSync(join(tmpdir(), 'flightlog-start-sync-'));
+  afterAll(() => rmSync(root, { recursive: true, force: true }));
+  const dataDir = join(root, 'data');
+  const OPEN_STORE = new URL('../../dist/store/open-store.js', import.meta.url).href;
+
+  /** fsync + fdatasync calls of a process that opens the store on `dataDir` and closes it. */
+  function syncsOfOneStart(durability: DataDirDurability): number {
+    const script = `const { openStore } = await import(${JSON.stringify(OPEN_STORE)});
+      const store = await openStore({ dataDir: process.argv[1], dataDirDurability: process.argv[2] });
+      await store.close();`;
+    const traceFile = join(root, `${durability}-${Date.now()}.strace`);
+    const traced = spawnSync(
+      'strace',
+      [
+        '-f',
+        '-o',
+        traceFile,
+        '-e',
+        'trace=fsync,fdatasync',
+        process.execPath,
+        '--input-type=module',
+        '-e',
+        script,
+        dataDir,
+        durability,
+      ],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(traced.status, traced.stderr).toBe(0);
+    return readFileSync(traceFile, 'utf8')
+      .split('\n')
+      .filter((line) => /\b(fsync|fdatasync)\(/.test(line)).length;
+  }
+
+  it('the first durable start of a directory syncs it whole; the next ones do not; after a process-crash run, it does again', () => {
+    const first = syncsOfOneStart('power-loss'); // a new directory: initdb's files
+    const second = syncsOfOneStart('power-loss');
+    syncsOfOneStart('process-crash');
+    const afterFast = syncsOfOneStart('power-loss');
+    console.log(
+      `[start syncs] new directory ${first}, restart ${second}, after a process-crash run ${afterFast}`,
+    );
+    // a data directory holds about a thousand files
+    expect(first).toBeGreaterThan(500);
+    expect(afterFast).toBeGreaterThan(500);
+    expect(second).toBeLessThan(first / 5);
+  });
+});
