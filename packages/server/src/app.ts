@@ -188,6 +188,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     logger: app.log,
     onRevoked: (count, via) => metrics.liveStreamsRevoked.inc({ via }, count),
     onCheckFailed: () => metrics.liveAccessCheckFailures.inc(),
+    bus,
   });
   const onAnalysisQueued = deps.onAnalysisQueued;
   const live = new LivePublisher(bus, config.livePublishTimeoutMs, (error: unknown) => {

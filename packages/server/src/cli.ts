@@ -11,7 +11,9 @@ import {
 import { mintDevToken } from './auth/dev-token.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { runDemo } from './demo.js';
+import type { LiveBus } from './live/live-bus.js';
 import { createRedisBus } from './live/redis-bus.js';
+import { announceRevocation, type AccessRevocation } from './live/stream-access-guard.js';
 import { startServer } from './server.js';
 import { WorkerNeedsDatabaseError, startWorker } from './worker.js';
 import { MEMBER_ROLES, type MemberRole } from './store/agent-store.js';
@@ -48,6 +50,36 @@ function print(value: unknown): void {
 function required(value: string | undefined, flag: string): string {
   if (!value) throw new UsageError(`missing ${flag}`);
   return value;
+}
+
+function warn(message: string): void {
+  process.stderr.write(`warning: ${message}\n`);
+}
+
+/**
+ * The shared live bus (Redis, when REDIS_URL is set) for the length of `work`, so that a command
+ * changing access or deleting an agent reaches running servers at once; undefined without it.
+ */
+async function withLiveBus<T>(
+  config: Config,
+  work: (bus: LiveBus | undefined) => Promise<T>,
+): Promise<T> {
+  if (!config.redisUrl) return work(undefined);
+  const bus = createRedisBus({ url: config.redisUrl, keyPrefix: config.liveRedisPrefix });
+  try {
+    if (!(await bus.ready(2_000)))
+      warn('Redis is unreachable: running servers see this change at their next check (5 s)');
+    return await work(bus);
+  } finally {
+    await bus.close();
+  }
+}
+
+/** Announces removed access to running servers; a failure only makes them wait for their check. */
+async function announce(bus: LiveBus, revocation: AccessRevocation): Promise<void> {
+  await announceRevocation(bus, revocation).catch((error: unknown) =>
+    warn(`running servers see this change at their next check: ${(error as Error).message}`),
+  );
 }
 
 async function withStore<T>(
@@ -144,24 +176,18 @@ async function main(argv: string[]): Promise<void> {
     case 'agent delete':
       return withStore(config, async (store) => {
         const agentId = required(positionals[2], 'ID');
-        // Running servers end the agent's live streams at their next access check and refuse
-        // its keys once their key cache expires (within 5 s either way). Its buffer on a shared
-        // Redis bus goes now; an in-process bus of a running server keeps it until it restarts.
-        const bus = config.redisUrl
-          ? createRedisBus({ url: config.redisUrl, keyPrefix: config.liveRedisPrefix })
-          : undefined;
-        try {
-          if (bus && !(await bus.ready(2_000)))
-            process.stderr.write('warning: Redis unreachable, the live buffer is kept\n');
+        // Running servers sharing a Redis bus end the agent's live streams at once (and its
+        // buffer there goes now); otherwise at their next access check, and they refuse its keys
+        // once their key cache expires (within 5 s either way). An in-process bus of a running
+        // server keeps the buffer until it restarts.
+        await withLiveBus(config, async (bus) => {
           const deleted = await deleteAgent(store.agents, agentId, {
             ...(bus ? { bus } : {}),
-            onBusError: (error) =>
-              process.stderr.write(`warning: live buffer kept: ${(error as Error).message}\n`),
+            onBusError: (error) => warn(`live buffer kept: ${(error as Error).message}`),
           });
           if (!deleted) throw new UsageError(`no agent ${agentId}`);
-        } finally {
-          await bus?.close();
-        }
+          if (bus) await announce(bus, { agentId });
+        });
         print({ agentId, deleted: true });
       });
     case 'key create':
@@ -191,7 +217,13 @@ async function main(argv: string[]): Promise<void> {
       return withStore(config, async (store) => {
         const agentId = required(values.agent, '--agent');
         const userId = required(values.user, '--user');
-        print({ agentId, userId, removed: await revokeMember(store.agents, agentId, userId) });
+        const removed = await revokeMember(store.agents, agentId, userId);
+        // servers sharing a Redis bus end the member's streams at once, the others within 5 s
+        if (removed)
+          await withLiveBus(config, async (bus) => {
+            if (bus) await announce(bus, { agentId, userId });
+          });
+        print({ agentId, userId, removed });
       });
     case 'dev-token': {
       if (!config.jwtSecret) throw new UsageError('dev-token needs JWT_SECRET to be set');

@@ -1,8 +1,45 @@
 import type { AccessPair, AgentStore } from '../store/agent-store.js';
+import type { LiveBus, Subscription } from './live-bus.js';
 import type { StreamRegistry } from './stream-registry.js';
 
-/** How a stream came to be ended for lost access (the label of the metric). */
-export type RevokedVia = 'admin-api' | 'access-check';
+/**
+ * How a stream came to be ended for lost access (the label of the metric): this instance's
+ * admin API, another's (told through the shared bus), or the periodic check.
+ */
+export type RevokedVia = 'admin-api' | 'broadcast' | 'access-check';
+
+/**
+ * The bus channel on which instances tell each other of removed access: an agent id no agent
+ * can have (`#` is not allowed in ids), so no user has a role on it and no stream can read it.
+ */
+export const ACCESS_CHANNEL = '#access-revoked';
+
+/** One message of ACCESS_CHANNEL: a member removed (with `userId`) or an agent deleted. */
+export interface AccessRevocation {
+  agentId: string;
+  userId?: string;
+}
+
+function parseRevocation(data: string): AccessRevocation | undefined {
+  try {
+    const value = JSON.parse(data) as unknown;
+    if (typeof value !== 'object' || value === null) return undefined;
+    const { agentId, userId } = value as Record<string, unknown>;
+    if (typeof agentId !== 'string') return undefined;
+    if (userId !== undefined && typeof userId !== 'string') return undefined;
+    return userId === undefined ? { agentId } : { agentId, userId };
+  } catch {
+    return undefined;
+  }
+}
+
+/** Tells every instance on `bus` (their guards listen) that access was removed. */
+export async function announceRevocation(
+  bus: Pick<LiveBus, 'publish'>,
+  revocation: AccessRevocation,
+): Promise<void> {
+  await bus.publish(ACCESS_CHANNEL, [JSON.stringify(revocation)]);
+}
 
 /** What the guard logs through (pino's and Fastify's loggers fit). */
 export interface GuardLogger {
@@ -18,6 +55,13 @@ export interface StreamAccessGuardOptions {
   onRevoked?: (count: number, via: RevokedVia) => void;
   /** Told of each check the store could not answer (it ended nothing). */
   onCheckFailed?: () => void;
+  /**
+   * The live bus: removals made through this instance's admin API are announced on it, and
+   * those announced by other instances (or the CLI) end this instance's streams at once. With
+   * the in-process bus only this instance hears them; the periodic check is what bounds the
+   * rest.
+   */
+  bus?: Pick<LiveBus, 'publish' | 'subscribe'>;
 }
 
 /**
@@ -42,6 +86,7 @@ export class StreamAccessGuard {
   private timer: NodeJS.Timeout | undefined;
   private round: Promise<void> | undefined;
   private stopped = false;
+  private listening: Promise<Subscription | undefined> | undefined;
   private failures = 0;
 
   constructor(
@@ -53,23 +98,53 @@ export class StreamAccessGuard {
   start(): void {
     if (this.stopped || this.timer) return;
     this.schedule();
+    const bus = this.options.bus;
+    if (bus)
+      this.listening = bus
+        .subscribe(ACCESS_CHANNEL, {
+          message: (message) => {
+            const revocation = parseRevocation(message.data);
+            if (revocation)
+              this.report(this.streams.revoke(revocation.agentId, revocation.userId), 'broadcast');
+          },
+          // an outage only delays announcements: the periodic check does not depend on the bus
+          status: () => {},
+        })
+        .catch((error: unknown) => {
+          this.options.logger.warn({ err: error }, 'access announcements not received');
+          return undefined;
+        });
   }
 
   /** Stops checking; resolves once a check in flight is done. Idempotent. */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    (await this.listening)?.unsubscribe();
     await this.round;
   }
 
-  /** A member was removed here: their streams on this instance end now. */
+  /** A member was removed here: their streams end now, here and (through the bus) elsewhere. */
   memberRemoved(agentId: string, userId: string): void {
     this.report(this.streams.revoke(agentId, userId), 'admin-api');
+    this.announce({ agentId, userId });
   }
 
-  /** An agent was deleted here: every stream of it on this instance ends now. */
+  /** An agent was deleted here: every stream of it ends now, here and elsewhere. */
   agentDeleted(agentId: string): void {
     this.report(this.streams.revoke(agentId, undefined), 'admin-api');
+    this.announce({ agentId });
+  }
+
+  private announce(revocation: AccessRevocation): void {
+    const bus = this.options.bus;
+    if (!bus) return;
+    announceRevocation(bus, revocation).catch((error: unknown) =>
+      this.options.logger.warn(
+        { err: error },
+        'access removal not announced; other instances end those streams at their next check',
+      ),
+    );
   }
 
   /** One check of every open stream; never rejects (a failure is logged and ends nothing). */

@@ -109,7 +109,8 @@ export class Metrics {
     name: 'flightlog_live_streams_revoked_total',
     help:
       'Live streams ended because their user lost access to the agent (member removed, agent ' +
-      "deleted), by how: admin-api (this instance's admin API, at once) or access-check (the " +
+      "deleted), by how: admin-api (this instance's admin API, at once), broadcast (another " +
+      "instance's admin API or the CLI, told through Redis, at once) or access-check (the " +
       'periodic check, for removals made elsewhere)',
     labelNames: ['via'] as const,
     registers: [this.registry],

@@ -1,11 +1,18 @@
-import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, inject, it } from 'vitest';
 import { runCli } from '../harness/cli-process.js';
-import { describeWithPostgres, postgresUrl } from '../harness/engines.js';
+import { describeWithPostgres, postgresUrl, redisUrl } from '../harness/engines.js';
 import { isProblem, postBatch, send } from '../harness/http.js';
 import type { SseClient } from '../harness/sse-client.js';
 import { startTestServer, type TestServer } from '../harness/test-server.js';
 import { runBatch } from '../fixtures/batches.js';
-import { expectAccessRevoked, expectProblem, liveDriver, newUser, within } from './live-helpers.js';
+import {
+  expectAccessRevoked,
+  expectProblem,
+  liveDriver,
+  newUser,
+  sleep,
+  within,
+} from './live-helpers.js';
 
 /** The bound the issue sets for a revocation made anywhere. */
 const BOUND_MS = 5_000;
@@ -231,5 +238,140 @@ describeWithPostgres('revoked access across two instances and the CLI (PostgreSQ
     figures.push(
       `agent deleted on A: B's stream ended after ${endedOnB} ms, key refused by B after ${refusedOnB} ms`,
     );
+  });
+});
+
+/**
+ * The same two instances, now sharing a Redis bus, with the periodic check slowed to its
+ * longest (4 s): a removal made through either admin API, or by the CLI given REDIS_URL, is
+ * announced on the bus and ends the streams on every instance at once, not at the next check.
+ */
+describeWithPostgres('revoked access announced through Redis (PostgreSQL + Redis)', () => {
+  const redisAvailable = inject('redisUrl') !== null;
+  if (!redisAvailable) {
+    process.stdout.write('!!! SKIPPED "revoked access announced through Redis": no Redis !!!\n');
+    return;
+  }
+  let a: TestServer;
+  let b: TestServer;
+  const onA = liveDriver(() => a);
+  const onB = liveDriver(() => b);
+  const figures: string[] = [];
+  const SLOW_CHECK_MS = 4_000;
+  /** Well under the slowed check: only an announcement can end a stream this fast. */
+  const ANNOUNCED_MS = 1_500;
+
+  beforeAll(async () => {
+    a = await startTestServer('postgres', { liveAccessCheckMs: SLOW_CHECK_MS }, { bus: 'redis' });
+    b = await startTestServer(
+      'postgres',
+      { jwtSecret: a.jwtSecret, liveAccessCheckMs: SLOW_CHECK_MS },
+      { shareWith: a, bus: 'redis' },
+    );
+  });
+  afterEach(() => {
+    onA.closeAll();
+    onB.closeAll();
+  });
+  afterAll(async () => {
+    console.log(`[revoked access announced through Redis] ${figures.join('; ')}`);
+    for (const server of [b, a]) {
+      server?.app.server.closeAllConnections();
+      await server?.close();
+    }
+  });
+
+  const watchAs = async (driver: ReturnType<typeof liveDriver>, agentId: string, token: string) => {
+    const sse = await driver.open(agentId, token);
+    expect(sse.status, sse.body).toBe(200);
+    await sse.waitFor((c) => c.comments.includes('connected'), 5_000, ': connected');
+    return sse;
+  };
+  const broadcastRevocations = async (server: TestServer) =>
+    (await server.metrics.liveStreamsRevoked.get()).values.find((v) => v.labels.via === 'broadcast')
+      ?.value ?? 0;
+
+  it('a member removed through A’s admin API: B’s stream ends at once, told through Redis', async () => {
+    const agent = await a.createAgent();
+    const viewer = newUser();
+    const token = await a.userToken(viewer, agent.agentId, 'viewer');
+    const streamOnB = await watchAs(onB, agent.agentId, token);
+    const bystander = await watchAs(
+      onB,
+      agent.agentId,
+      await a.userToken(newUser(), agent.agentId),
+    );
+    const before = await broadcastRevocations(b);
+
+    const removedAt = Date.now();
+    const removed = await send(
+      a.url,
+      `/admin/v1/agents/${agent.agentId}/members/${viewer}`,
+      undefined,
+      { method: 'DELETE', token: a.adminToken },
+    );
+    expect(removed.status).toBe(204);
+    await within(streamOnB.ended, ANNOUNCED_MS, 'the stream on B, through Redis');
+    const tookMs = Date.now() - removedAt;
+    expectAccessRevoked(streamOnB);
+    expect(await broadcastRevocations(b)).toBe(before + 1);
+    expect(bystander.isEnded).toBe(false);
+    figures.push(`member removed on A: B's stream ended after ${tookMs} ms`);
+  });
+
+  it('`flightlog member revoke` and `agent delete` with REDIS_URL: every stream on A and B ends at once', async () => {
+    const env = {
+      DATABASE_URL: postgresUrl(),
+      DATABASE_SCHEMA: a.location.databaseSchema!,
+      REDIS_URL: redisUrl(),
+      LIVE_REDIS_PREFIX: a.liveRedisPrefix,
+    };
+    const agent = await a.createAgent();
+    const viewer = newUser();
+    const token = await a.userToken(viewer, agent.agentId, 'viewer');
+    const ownerToken = await a.userToken(newUser(), agent.agentId, 'owner');
+    const viewerStreams = [
+      await watchAs(onA, agent.agentId, token),
+      await watchAs(onB, agent.agentId, token),
+    ];
+    const ownerStreams = [
+      await watchAs(onA, agent.agentId, ownerToken),
+      await watchAs(onB, agent.agentId, ownerToken),
+    ];
+
+    const announced = async () => (await broadcastRevocations(a)) + (await broadcastRevocations(b));
+    const before = await announced();
+    const revoked = await runCli(
+      ['member', 'revoke', '--agent', agent.agentId, '--user', viewer],
+      env,
+    );
+    expect(revoked.code, revoked.stderr).toBe(0);
+    const revokedAt = Date.now();
+    await within(Promise.all(viewerStreams.map((s) => s.ended)), ANNOUNCED_MS, 'the viewer');
+    figures.push(
+      `member revoked by the CLI: streams ended ${Date.now() - revokedAt} ms after it exited`,
+    );
+    for (const sse of viewerStreams) expectAccessRevoked(sse);
+    for (const sse of ownerStreams) expect(sse.isEnded).toBe(false);
+    // ended by the announcement, not by a periodic check that happened to come
+    expect(await announced()).toBe(before + 2);
+
+    expect((await postBatch(b.url, agent.apiKey, runBatch().body)).status).toBe(202);
+    // published after the 202: wait until A's view of the shared bus has it
+    const deadline = Date.now() + 5_000;
+    while ((await a.bus.replay(agent.agentId)).messages.length === 0 && Date.now() < deadline)
+      await sleep(20);
+    expect((await a.bus.replay(agent.agentId)).messages).toHaveLength(1);
+    const deleted = await runCli(['agent', 'delete', agent.agentId], env);
+    expect(deleted.code, deleted.stderr).toBe(0);
+    const deletedAt = Date.now();
+    await within(Promise.all(ownerStreams.map((s) => s.ended)), ANNOUNCED_MS, 'the owner');
+    figures.push(
+      `agent deleted by the CLI: streams ended ${Date.now() - deletedAt} ms after it exited`,
+    );
+    for (const sse of ownerStreams) expectAccessRevoked(sse);
+    expect(await announced()).toBe(before + 4);
+    // and its buffer on the shared bus went with it
+    expect((await a.bus.replay(agent.agentId)).messages).toEqual([]);
   });
 });
