@@ -51,6 +51,21 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/**
+ * The environment of a `flightlog serve` process that is killed and restarted: on `service`, on
+ * one fixed free port (its clients keep sending there), no analysis worker, warnings only.
+ */
+export async function restartableServeEnv(
+  service: ServiceLocation,
+): Promise<Record<string, string>> {
+  return {
+    ...service.env,
+    PORT: String(await freePort()),
+    ANALYSIS_WORKER: 'off',
+    LOG_LEVEL: 'warn',
+  };
+}
+
 /** Creates agents `<prefix>-0` … with `flightlog agent create` (before any server runs). */
 export async function createAgentsWithCli(
   env: Record<string, string>,

@@ -341,17 +341,19 @@ describeWithPostgres('revoked access announced through Redis (PostgreSQL + Redis
 
     const announced = async () => (await broadcastRevocations(a)) + (await broadcastRevocations(b));
     const before = await announced();
-    const revoked = await runCli(
+    const cliEnds = async (args: string[], streams: SseClient[], what: string) => {
+      const result = await runCli(args, env);
+      expect(result.code, result.stderr).toBe(0);
+      const exitedAt = Date.now();
+      await within(Promise.all(streams.map((s) => s.ended)), ANNOUNCED_MS, what);
+      for (const sse of streams) expectAccessRevoked(sse);
+      figures.push(`${what}: streams ended ${Date.now() - exitedAt} ms after the CLI exited`);
+    };
+    await cliEnds(
       ['member', 'revoke', '--agent', agent.agentId, '--user', viewer],
-      env,
+      viewerStreams,
+      'member revoked by the CLI',
     );
-    expect(revoked.code, revoked.stderr).toBe(0);
-    const revokedAt = Date.now();
-    await within(Promise.all(viewerStreams.map((s) => s.ended)), ANNOUNCED_MS, 'the viewer');
-    figures.push(
-      `member revoked by the CLI: streams ended ${Date.now() - revokedAt} ms after it exited`,
-    );
-    for (const sse of viewerStreams) expectAccessRevoked(sse);
     for (const sse of ownerStreams) expect(sse.isEnded).toBe(false);
     // ended by the announcement, not by a periodic check that happened to come
     expect(await announced()).toBe(before + 2);
@@ -362,14 +364,7 @@ describeWithPostgres('revoked access announced through Redis (PostgreSQL + Redis
     while ((await a.bus.replay(agent.agentId)).messages.length === 0 && Date.now() < deadline)
       await sleep(20);
     expect((await a.bus.replay(agent.agentId)).messages).toHaveLength(1);
-    const deleted = await runCli(['agent', 'delete', agent.agentId], env);
-    expect(deleted.code, deleted.stderr).toBe(0);
-    const deletedAt = Date.now();
-    await within(Promise.all(ownerStreams.map((s) => s.ended)), ANNOUNCED_MS, 'the owner');
-    figures.push(
-      `agent deleted by the CLI: streams ended ${Date.now() - deletedAt} ms after it exited`,
-    );
-    for (const sse of ownerStreams) expectAccessRevoked(sse);
+    await cliEnds(['agent', 'delete', agent.agentId], ownerStreams, 'agent deleted by the CLI');
     expect(await announced()).toBe(before + 4);
     // and its buffer on the shared bus went with it
     expect((await a.bus.replay(agent.agentId)).messages).toEqual([]);

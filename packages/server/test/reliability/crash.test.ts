@@ -4,7 +4,7 @@ import { startServeProcess, type ServeProcess } from '../harness/cli-process.js'
 import { describeEngines } from '../harness/engines.js';
 import {
   createAgentsWithCli,
-  freePort,
+  restartableServeEnv,
   freshServiceLocation,
   stopThenExpectStored,
   type ServiceLocation,
@@ -29,12 +29,7 @@ describeEngines('the service killed with SIGKILL mid-load and restarted [%s]', (
 
   beforeAll(async () => {
     service = freshServiceLocation(engine);
-    env = {
-      ...service.env,
-      PORT: String(await freePort()),
-      ANALYSIS_WORKER: 'off',
-      LOG_LEVEL: 'warn',
-    };
+    env = await restartableServeEnv(service);
     agents = await createAgentsWithCli(env, 'crash', AGENTS);
   }, 120_000);
   afterEach(() => {

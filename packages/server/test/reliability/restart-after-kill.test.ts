@@ -8,7 +8,7 @@ import { postBatch } from '../harness/http.js';
 import { processState, startUnrelatedProcess } from '../harness/process-state.js';
 import {
   createAgentsWithCli,
-  freePort,
+  restartableServeEnv,
   freshServiceLocation,
   type ServiceLocation,
 } from '../harness/service-location.js';
@@ -71,12 +71,7 @@ describeEngines(
 
     beforeAll(async () => {
       service = freshServiceLocation(engine);
-      env = {
-        ...service.env,
-        PORT: String(await freePort()),
-        ANALYSIS_WORKER: 'off',
-        LOG_LEVEL: 'warn',
-      };
+      env = await restartableServeEnv(service);
       [probe, ...agents] = (await createAgentsWithCli(env, 'restart', 4)) as [
         LoadAgent,
         ...LoadAgent[],
