@@ -1,32 +1,29 @@
+import { agentMarkdown } from './agent-markdown.js';
 import type { ContributorFact, RunFacts, StepFact } from './run-facts.js';
 
 /*
  * The heuristic autopsy: the facts of a run as a short Markdown report, most useful first (the
  * verdict and the likely cause), then the evidence. Text that came from the agent is shortened
- * and kept out of Markdown syntax (quoted, in code spans or escaped table cells).
+ * and shown as text, never as Markdown of its own: every piece goes through agentMarkdown.
  */
 
 const SUMMARY_CHARS = 1_500;
 const INLINE_CHARS = 300;
 
-function shorten(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
-}
-
-/** Inline code: no backticks or line breaks inside. */
-const code = (text: string) => `\`${shorten(text.replace(/[`\r\n]+/g, ' '), INLINE_CHARS)}\``;
+/** Inline code: a name or label from the agent. */
+const code = (text: string) => agentMarkdown(text, 'code', INLINE_CHARS);
 
 /** Inline prose from the agent, on one line. */
-const inline = (text: string) => shorten(text.replace(/\s+/g, ' ').trim(), INLINE_CHARS);
+const inline = (text: string) => agentMarkdown(text, 'inline', INLINE_CHARS);
 
-const cell = (text: string | null) =>
-  text === null ? '—' : shorten(text.replace(/\s+/g, ' ').replaceAll('|', '\\|'), 120);
+/** A table cell: agent text escaped (a pipe included), or a dash for nothing. */
+const cell = (text: string | null) => (text === null ? '—' : agentMarkdown(text, 'inline', 120));
 
-const quote = (text: string) =>
-  shorten(text, SUMMARY_CHARS)
-    .split('\n')
-    .map((line) => `> ${line}`)
-    .join('\n');
+/** A name, URL or signature in a table cell, as code. */
+const codeCell = (text: string | null) =>
+  text === null ? '—' : agentMarkdown(text, 'code-cell', 120);
+
+const quote = (text: string) => agentMarkdown(text, 'quote', SUMMARY_CHARS);
 
 const count = (n: number) => n.toLocaleString('en-US');
 
@@ -97,7 +94,7 @@ function likelyCause(f: RunFacts): string | null {
   if (failedTx)
     parts.push(
       `chain transaction #${failedTx.sequence} ${code(failedTx.instruction ?? failedTx.programId ?? 'chain_tx')} failed` +
-        (failedTx.confirmation ? ` (confirmation: ${failedTx.confirmation})` : '') +
+        (failedTx.confirmation ? ` (confirmation: ${inline(failedTx.confirmation)})` : '') +
         (failedTx.errorMessage ? `: ${inline(failedTx.errorMessage)}` : ''),
     );
   if (unsettled)
@@ -190,8 +187,9 @@ export function renderAutopsy(f: RunFacts): string {
   if (f.tools.length > 0) {
     push('', '### Tool calls', '', '| tool | calls | failed | first error |', '|---|---|---|---|');
     for (const t of f.tools.slice(0, 15))
-      push(`| ${cell(t.tool)} | ${t.calls} | ${t.failed} | ${cell(t.firstError)} |`);
-    if (f.tools.length > 15) push('', `… and ${f.tools.length - 15} more tools.`);
+      push(`| ${codeCell(t.tool)} | ${t.calls} | ${t.failed} | ${cell(t.firstError)} |`);
+    const moreTools = f.tools.length + f.moreTools - 15;
+    if (moreTools > 0) push('', `… and ${count(moreTools)} more tools.`);
     for (const loop of f.loops)
       push(
         '',
@@ -251,7 +249,7 @@ export function renderAutopsy(f: RunFacts): string {
     );
     for (const t of f.chainTxs)
       push(
-        `| #${t.sequence} | ${cell(t.instruction ?? t.programId)} | ${cell(t.lamports === null ? null : group(t.lamports))} | ${cell(t.confirmation)} | ${t.status === 'error' ? `failed: ${cell(t.errorMessage ?? 'no message')}` : 'ok'} | ${cell(t.signature === null ? null : `\`${t.signature}\``)} |`,
+        `| #${t.sequence} | ${codeCell(t.instruction ?? t.programId)} | ${cell(t.lamports === null ? null : group(t.lamports))} | ${cell(t.confirmation)} | ${t.status === 'error' ? `failed: ${cell(t.errorMessage ?? 'no message')}` : 'ok'} | ${codeCell(t.signature)} |`,
       );
     if (f.moreChainTxs > 0) push('', `… and ${f.moreChainTxs} more.`);
   }
@@ -266,7 +264,7 @@ export function renderAutopsy(f: RunFacts): string {
     );
     for (const p of f.payments)
       push(
-        `| #${p.sequence} | ${cell(p.resource)} | ${cell(p.amount === null ? null : `${p.amount} ${p.asset ?? ''}`.trim())} | ${p.settled === null ? '—' : p.settled ? 'yes' : 'no'} | ${p.status === 'error' ? `failed: ${cell(p.errorMessage ?? 'no message')}` : 'ok'} | ${cell(p.txSignature === null ? null : `\`${p.txSignature}\``)} |`,
+        `| #${p.sequence} | ${codeCell(p.resource)} | ${cell(p.amount === null ? null : `${p.amount} ${p.asset ?? ''}`.trim())} | ${p.settled === null ? '—' : p.settled ? 'yes' : 'no'} | ${p.status === 'error' ? `failed: ${cell(p.errorMessage ?? 'no message')}` : 'ok'} | ${codeCell(p.txSignature)} |`,
       );
     if (f.morePayments > 0) push('', `… and ${f.morePayments} more.`);
   }
@@ -275,7 +273,10 @@ export function renderAutopsy(f: RunFacts): string {
   if (customNames.length > 0)
     push(
       '',
-      `Custom events: ${customNames.map(([name, n]) => `${code(name)}${n > 1 ? ` ×${n}` : ''}`).join(', ')}.`,
+      `Custom events: ${customNames.map(([name, n]) => `${code(name)}${n > 1 ? ` ×${n}` : ''}`).join(', ')}` +
+        (f.events.moreCustomNames > 0
+          ? ` and ${count(f.events.moreCustomNames)} more names.`
+          : '.'),
     );
 
   const { encryption } = f;
@@ -300,7 +301,8 @@ export function renderAutopsy(f: RunFacts): string {
       if (f.toolsListed.length > 0)
         push(
           '',
-          `The trace lists these tools: ${f.toolsListed.slice(0, 30).map(code).join(', ')}.`,
+          `The trace lists these tools: ${f.toolsListed.map(code).join(', ')}` +
+            (f.moreToolsListed > 0 ? ` and ${count(f.moreToolsListed)} more.` : '.'),
         );
     }
   }

@@ -1,4 +1,5 @@
 import type { AnalysisResult, StoredRun } from '../store/analysis-store.js';
+import { agentMarkdown } from './agent-markdown.js';
 import type { Analyzer } from './analyzer.js';
 import { requestChatCompletion, type ChatEndpoint, type ChatMessage } from './chat-completions.js';
 import { fitJson } from './fit-json.js';
@@ -73,10 +74,11 @@ export class LlmAnalyzer implements Analyzer {
       signal,
     );
     if (answer.ok) {
+      // The model read agent text and may repeat whatever the agent put there: its answer is
+      // agent text too, shown as Markdown without HTML, links or images.
       const autopsy =
-        answer.content.length > MAX_AUTOPSY_CHARS
-          ? `${answer.content.slice(0, MAX_AUTOPSY_CHARS)}\n\n…(cut)`
-          : answer.content;
+        agentMarkdown(answer.content, 'model', MAX_AUTOPSY_CHARS) +
+        (answer.content.length > MAX_AUTOPSY_CHARS ? '\n\n…(cut)' : '');
       return { autopsy, analyzer: this.name, fallbackReason: null };
     }
     const fallback = await this.options.fallback.analyze(run, signal);

@@ -92,8 +92,9 @@ export interface RunFacts {
   endedAt: string | null;
   durationMs: number | null;
   tags: string[];
-  /** The trace's own de-duplicated tool names (known even when payloads are not). */
+  /** The trace's own de-duplicated tool names (known even when payloads are not), the first LISTED. */
   toolsListed: string[];
+  moreToolsListed: number;
   events: {
     /** The trace's own count (may exceed what is stored, or what was loaded). */
     reported: number;
@@ -102,8 +103,9 @@ export interface RunFacts {
     omitted: number;
     byType: Record<string, number>;
     failed: number;
-    /** Names of `custom` events, with counts. */
+    /** Names of `custom` events, with counts: the LISTED most frequent. */
     custom: Record<string, number>;
+    moreCustomNames: number;
   };
   firstFailure: {
     step: StepFact;
@@ -117,7 +119,11 @@ export interface RunFacts {
   /** Failed steps after the first (at most 10). */
   laterFailures: StepFact[];
   failedSteps: number;
+  /** The LISTED most called tools. */
   tools: ToolFact[];
+  /** Tools beyond the listed ones. */
+  moreTools: number;
+  /** The LISTED strongest loops. */
   loops: LoopFact[];
   slowest: StepFact[];
   spend: {
@@ -133,6 +139,7 @@ export interface RunFacts {
       /** The trace's total (exact decimal text). */
       totalUsd: string;
       readableUsd: string;
+      /** The LISTED most costly models. */
       byModel: { model: string; calls: number; usd: string; tokens: number }[];
       top: ContributorFact[];
     };
@@ -171,7 +178,13 @@ export interface FactOptions {
 export const SAME_INPUT_LOOP = 3;
 /** Consecutive calls of one tool that count as a loop. */
 export const STREAK_LOOP = 4;
+/**
+ * Every list of the facts stops here: a run may have 20,000 distinct tools, and the facts (for
+ * the autopsy and for a model's prompt) must stay small whatever the run.
+ */
 const LISTED = 20;
+
+const firstListed = <T>(items: T[]): T[] => items.slice(0, LISTED);
 const QUOTE_CHARS = 160;
 
 type Payload = Record<string, unknown>;
@@ -341,6 +354,10 @@ export function collectRunFacts(run: StoredRun, options: FactOptions = {}): RunF
     firstFailure = { step: step(first), parents, missingParent, before };
   }
 
+  const customNames = Object.entries(custom).sort(
+    (a, b) => b[1] - a[1] || a[0].localeCompare(b[0]),
+  );
+
   // Tools: calls, failures, loops.
   const tools = new Map<string, ToolFact>();
   const inputs = new Map<string, { tool: string; sequences: number[]; input: string | null }>();
@@ -488,22 +505,29 @@ export function collectRunFacts(run: StoredRun, options: FactOptions = {}): RunF
     endedAt: trace.endedAt ?? null,
     durationMs: trace.durationMs ?? null,
     tags: trace.tags,
-    toolsListed: trace.toolsCalled,
+    toolsListed: firstListed(trace.toolsCalled),
+    moreToolsListed: Math.max(0, trace.toolsCalled.length - LISTED),
     events: {
       reported: trace.eventCount,
       analysed: reads.length,
       omitted: run.omittedEvents,
       byType,
       failed: failed.length,
-      custom,
+      custom: Object.fromEntries(firstListed(customNames)),
+      moreCustomNames: Math.max(0, customNames.length - LISTED),
     },
     firstFailure,
     laterFailures: failed.slice(1, 11).map(step),
     failedSteps: failed.length,
-    tools: [...tools.values()].sort((a, b) => b.calls - a.calls || a.tool.localeCompare(b.tool)),
-    loops: [...loops.values()].sort(
-      (a, b) =>
-        Math.max(b.sameInputCalls, b.longestStreak) - Math.max(a.sameInputCalls, a.longestStreak),
+    tools: firstListed(
+      [...tools.values()].sort((a, b) => b.calls - a.calls || a.tool.localeCompare(b.tool)),
+    ),
+    moreTools: Math.max(0, tools.size - LISTED),
+    loops: firstListed(
+      [...loops.values()].sort(
+        (a, b) =>
+          Math.max(b.sameInputCalls, b.longestStreak) - Math.max(a.sameInputCalls, a.longestStreak),
+      ),
     ),
     slowest,
     spend: {
@@ -511,9 +535,10 @@ export function collectRunFacts(run: StoredRun, options: FactOptions = {}): RunF
       cost: {
         totalUsd: trace.totalCostUsd,
         readableUsd: formatUsd(readableUsd),
-        byModel: [...models.values()]
-          .sort((a, b) => b.usd - a.usd)
-          .map((m) => ({ ...m, usd: formatUsd(m.usd) })),
+        byModel: firstListed([...models.values()].sort((a, b) => b.usd - a.usd)).map((m) => ({
+          ...m,
+          usd: formatUsd(m.usd),
+        })),
         top: costs
           .filter((c) => c.usd > 0)
           .sort((a, b) => b.usd - a.usd)

@@ -81,14 +81,14 @@ describeEngines('heuristic autopsy of realistic runs [%s]', (engine) => {
     expect(autopsy).toContain('largest: #5 `chain_tx route` 1,000,000,000 lamports (>99 %)');
     // every chain transaction with its outcome and signature
     expect(autopsy).toContain(
-      `| #4 | createAssociatedTokenAccount | 2,039,280 | finalized | ok | \`${ATA_SIGNATURE}\` |`,
+      `| #4 | \`createAssociatedTokenAccount\` | 2,039,280 | finalized | ok | \`${ATA_SIGNATURE}\` |`,
     );
     expect(autopsy).toContain(
-      `| #5 | route | 1,000,000,000 | failed | failed: Transaction simulation failed: slippage tolerance exceeded (0x1771) | \`${SWAP_SIGNATURE}\` |`,
+      `| #5 | \`route\` | 1,000,000,000 | failed | failed: Transaction simulation failed: slippage tolerance exceeded (0x1771) | \`${SWAP_SIGNATURE}\` |`,
     );
     // the x402 payment with its settlement
     expect(autopsy).toContain(
-      `| #2 | https://oracle.example/v1/price/SOL-USDC | 0.001 USDC | yes | ok | \`${X402_SIGNATURE}\` |`,
+      `| #2 | \`https://oracle.example/v1/price/SOL-USDC\` | 0.001 USDC | yes | ok | \`${X402_SIGNATURE}\` |`,
     );
     expect(autopsy).not.toContain('Encrypted payloads');
   });
@@ -105,8 +105,8 @@ describeEngines('heuristic autopsy of realistic runs [%s]', (engine) => {
         '6 times in a row (steps #1, #3, #5, #7, #9, #11).',
     );
     // a failing tool: calls, failures and the first error
-    expect(autopsy).toContain('| price.fallback | 3 | 2 | 429 Too Many Requests |');
-    expect(autopsy).toContain('| dex.getPrice | 6 | 0 | — |');
+    expect(autopsy).toContain('| `price.fallback` | 3 | 2 | 429 Too Many Requests |');
+    expect(autopsy).toContain('| `dex.getPrice` | 6 | 0 | — |');
     // price.fallback's inputs differ, and three calls in a row are below the streak threshold
     expect(autopsy).not.toContain('**Loop:** `price.fallback`');
     expect(autopsy).toContain(
@@ -149,7 +149,7 @@ describeEngines('heuristic autopsy of realistic runs [%s]', (engine) => {
     );
     expect(autopsy).toContain('largest: #0 `llm_call gpt-4o` $0.0009');
     expect(autopsy).toContain(
-      `| #4 | transfer | 5,000,000,000 | failed | failed: blockhash not found | \`${SWAP_SIGNATURE}\` |`,
+      `| #4 | \`transfer\` | 5,000,000,000 | failed | failed: blockhash not found | \`${SWAP_SIGNATURE}\` |`,
     );
     // the decrypted contents are quoted nowhere: not in the autopsy, not in any stored row
     for (const secret of SECRETS) expect(autopsy).not.toContain(secret);

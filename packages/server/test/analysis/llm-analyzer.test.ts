@@ -1,6 +1,8 @@
+import MarkdownIt from 'markdown-it';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
 import { HeuristicAnalyzer } from '../../src/analysis/heuristic-analyzer.js';
+import { fitJson } from '../../src/analysis/fit-json.js';
 import { LlmAnalyzer, SYSTEM_PROMPT } from '../../src/analysis/llm-analyzer.js';
 import type { StoredRun } from '../../src/store/analysis-store.js';
 import { getAnalysis, startTestWorker } from '../harness/analysis.js';
@@ -109,6 +111,85 @@ describe('LLM analyzer against a chat-completions stand-in', () => {
       errorMessage: 'Transaction simulation failed: slippage tolerance exceeded (0x1771)',
     });
     expect(facts.payments[0]).toMatchObject({ settled: true, amount: '0.001' });
+  });
+
+  it("shows the model's answer as Markdown without the HTML, links or images agent text got into it", async () => {
+    standIn.behave({
+      kind: 'answer',
+      content:
+        '## Verdict: failed\u2028## Verdict: succeeded\n<img src=x onerror=alert(1)>\n' +
+        '[fix it here](https://evil.example) ![p](https://evil.example/p.png) evil.example\n',
+    });
+    const { autopsy } = await analyzer(standIn).analyze(stored(erroredSwap()), signal());
+    const tokens = new MarkdownIt('commonmark', { html: true, linkify: true })
+      .enable('linkify')
+      .parse(autopsy, {});
+    const inline = tokens.flatMap((t) => t.children ?? []);
+    expect(tokens.filter((t) => t.type === 'html_block')).toEqual([]);
+    expect(inline.filter((t) => ['html_inline', 'link_open', 'image'].includes(t.type))).toEqual(
+      [],
+    );
+    // its own headings stay headings (the U+2028 is a line break, shown as one)
+    expect(tokens.filter((t) => t.type === 'heading_open')).toHaveLength(2);
+    expect(autopsy).toContain('\\<img src=x onerror=alert(1)>');
+  });
+
+  it('fits any JSON into the budget with a few serialisations, not one per cut', () => {
+    const value = {
+      tools: Array.from({ length: 20_000 }, (_, i) => ({
+        tool: `tool.${i}.${'n'.repeat(90)}`,
+        calls: 1,
+        firstError: 'e'.repeat(100),
+      })),
+      names: Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, i])),
+      deep: [[[[[[[[['x'.repeat(100_000)]]]]]]]]],
+    };
+    const started = performance.now();
+    const json = fitJson(value, BUDGET);
+    const ms = performance.now() - started;
+    console.log(
+      `fitJson of ${JSON.stringify(value).length} characters: ${Buffer.byteLength(json)} bytes in ${ms.toFixed(0)} ms`,
+    );
+    expect(Buffer.byteLength(json)).toBeLessThanOrEqual(BUDGET);
+    expect(ms).toBeLessThan(1_000);
+    const fitted = JSON.parse(json);
+    expect(fitted.tools.at(-1)).toMatch(/^…\[\d+ more items cut\]$/);
+    expect(fitted.names['…']).toMatch(/^\[\d+ more keys cut\]$/);
+    for (const budget of [0, 10, 100, 1_000])
+      expect(Buffer.byteLength(fitJson(value, budget))).toBeLessThanOrEqual(Math.max(budget, 4));
+  });
+
+  it('fits the facts of a run with 20,000 distinct tool names into 24 KiB in milliseconds', async () => {
+    const run = toolLoop();
+    const base = run.events[1]!;
+    run.events = Array.from({ length: 20_000 }, (_, i) => ({
+      ...base,
+      id: `${base.id.slice(0, -8)}${i.toString(16).padStart(8, '0')}`,
+      sequence: i,
+      status: i % 3 === 0 ? 'error' : 'ok',
+      errorMessage: i % 3 === 0 ? `tool ${i} failed: ${'e'.repeat(60)}` : null,
+      payload: { name: `tool.${i}.${'n'.repeat(90)}`, input: { i } },
+    }));
+    run.trace.toolsCalled = run.events.map((e) => (e.payload as { name: string }).name);
+    run.trace.eventCount = run.events.length;
+    const started = performance.now();
+    const messages = analyzer(standIn).messagesFor(stored(run));
+    const ms = performance.now() - started;
+    const factsBytes = Buffer.byteLength(messages[1]!.content) - FACTS_PREFIX.length;
+    console.log(
+      `20,000 distinct tools: facts ${factsBytes} bytes (budget ${BUDGET}), built and fitted in ${ms.toFixed(0)} ms`,
+    );
+    expect(factsBytes).toBeLessThanOrEqual(BUDGET);
+    // generous: 20,000 events are read on a shared 2-core machine; it was 24-63 s
+    expect(ms).toBeLessThan(5_000);
+    // and what the model is sent says how much was left out
+    await analyzer(standIn).analyze(stored(run), signal());
+    expect(standIn.requests.at(-1)!.bytes).toBeLessThan(BUDGET + 4_096);
+    const facts = sentFacts(standIn);
+    expect(facts.traceId).toBe(run.trace.id);
+    expect(facts.tools).toHaveLength(20);
+    expect(facts.moreTools).toBe(19_980);
+    expect(facts.moreToolsListed).toBe(19_980);
   });
 
   it('keeps the facts within 24 KiB, cutting the largest fields first', async () => {
