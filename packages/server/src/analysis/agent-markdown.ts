@@ -14,9 +14,10 @@ const LINE_BREAK = /\r\n|[\n\v\f\r\u0085\u2028\u2029]/g;
 const CONTROL = /\p{Cc}/gu;
 /**
  * What would start a link, an autolink or a linkified URL, domain or e-mail address (GFM, or
- * linkify's looser rules): `[`, `]`, `<`, `@`, `:` or `/` before `/`, `.` before a letter.
+ * linkify's fuzzy rules, `evil.com` and `пример.рф` too): `[`, `]`, `<`, `@`, `:` or `/` before `/`,
+ * and `.` unless a space or a digit follows (a top-level domain starts with neither).
  */
-const LINKING = String.raw`[[\]<@]|[:/](?=\/)|\.(?=[A-Za-z])`;
+const LINKING = String.raw`[[\]<@]|[:/](?=\/)|\.(?=[^\s\d])`;
 /**
  * Inline agent text: the linking characters, and whatever else has meaning inside a line
  * (backslash, code, emphasis, strike-through, HTML and entities, table pipes).

@@ -12,6 +12,8 @@ import { erroredSwap, toolLoop, type Run } from '../fixtures/runs.js';
  */
 
 const md = new MarkdownIt('commonmark', { html: true, linkify: true }).enable(['table', 'linkify']);
+// linkify's loosest: domains without a scheme or www (evil.com), e-mail addresses
+md.linkify.set({ fuzzyLink: true, fuzzyEmail: true });
 
 const OWN_HEADINGS = new Set([
   'Asked',
@@ -91,6 +93,9 @@ const HOSTILE_PIECES = [
   'https://evil.example',
   'www.evil.example',
   'evil.com',
+  'evil.рф',
+  'пример.рф',
+  'a.b.c.d',
   'me@evil.example',
   '&lt;b&gt;',
   '&#60;',
