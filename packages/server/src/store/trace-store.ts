@@ -5,7 +5,7 @@ import type {
   Trace,
   TraceStatus,
 } from '@flightlog/protocol';
-import { ANALYSED_STATUSES, isIsoDateTime } from '@flightlog/protocol';
+import { ANALYSED_STATUSES, isIdentifier, isIsoDateTime } from '@flightlog/protocol';
 import { enqueueAnalysisSql } from './analysis-store.js';
 import { toItemJson, type ItemJson } from './batch-json.js';
 import { ID_CONFLICT_PREFIX, IdConflictError } from './id-conflict.js';
@@ -309,9 +309,6 @@ function writeParams(
   ];
 }
 
-/** Trace ids as the schemas allow them (see protocol `Identifier`). */
-const CURSOR_ID = /^[A-Za-z0-9._:~-]{1,128}$/;
-
 /** Cursor of the trace list: the last row's start time (microseconds, UTC) and id. */
 function encodeCursor(startedAt: string, id: string): string {
   return Buffer.from(JSON.stringify([startedAt, id])).toString('base64url');
@@ -327,7 +324,7 @@ export function decodeCursor(cursor: string): [string, string] | undefined {
       /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(value[0]) &&
       isIsoDateTime(value[0]) &&
       typeof value[1] === 'string' &&
-      CURSOR_ID.test(value[1])
+      isIdentifier(value[1])
     )
       return [value[0], value[1]];
   } catch {
