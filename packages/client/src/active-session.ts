@@ -1,4 +1,5 @@
 import {
+  isIdentifier,
   isIsoDateTime,
   type ChainTxPayload,
   type CustomPayload,
@@ -61,7 +62,6 @@ export interface TraceIdentity {
 const MIN_MS = -62_135_596_800_000;
 const MAX_MS = 253_402_300_799_999;
 const TEXT_MAX = 65_536;
-const ID = /^[A-Za-z0-9._:~-]{1,128}$/;
 /** The protocol's lamports: a non-negative integer as decimal text (re-checked when read again). */
 const LAMPORTS = /^(?:0|[1-9][0-9]*)$/;
 /** Wire bytes of an event besides its payload, ids and texts: keys, dates, numbers. */
@@ -129,7 +129,7 @@ function resolveFields(fields: EventFields, now: number): ResolvedFields | strin
   const message = typeof errorMessage === 'string' ? storableText(errorMessage, TEXT_MAX) : null;
   let parent: string | null = null;
   if (parentEventId !== undefined && parentEventId !== null && parentEventId !== '') {
-    if (typeof parentEventId !== 'string' || !ID.test(parentEventId))
+    if (typeof parentEventId !== 'string' || !isIdentifier(parentEventId))
       return 'parentEventId must be an event id';
     parent = parentEventId;
   }

@@ -1,4 +1,4 @@
-import type { CompleteTraceBody } from '@flightlog/protocol';
+import { isIdentifier, type CompleteTraceBody } from '@flightlog/protocol';
 import { ActiveSession, type SessionHost, type TraceIdentity } from './active-session.js';
 import { BatchExporter } from './batch-exporter.js';
 import { emptyCounters, type ClientCounters, type ClientStats } from './client-stats.js';
@@ -74,7 +74,6 @@ export type PayloadMode = 'plain' | 'encrypted' | 'withheld';
 const TEXT_MAX = 65_536;
 const TAG_MAX = 256;
 const MAX_TAGS = 256;
-const TRACE_ID = /^[A-Za-z0-9._:~-]{1,128}$/;
 const USER_AGENT = `flightlog-client/0.1.0 node/${process.version}`;
 
 function settleWithin(work: Promise<void>, timeoutMs: number): Promise<FlushResult> {
@@ -266,7 +265,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
 
   async completeTrace(traceId: unknown, options: unknown): Promise<CompleteOutcome> {
     if (this.closing) return { kind: 'failed', status: null, detail: 'the client is closed' };
-    if (typeof traceId !== 'string' || !TRACE_ID.test(traceId))
+    if (typeof traceId !== 'string' || !isIdentifier(traceId))
       return { kind: 'failed', status: null, detail: 'traceId is not a trace id' };
     const body = this.completeBody(options);
     const problem = completeBodyProblem(body);
@@ -426,7 +425,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
     };
 
     let traceId: string;
-    if (typeof options.traceId === 'string' && TRACE_ID.test(options.traceId))
+    if (typeof options.traceId === 'string' && isIdentifier(options.traceId))
       traceId = options.traceId;
     else {
       if (options.traceId !== undefined)

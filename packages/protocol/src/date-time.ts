@@ -1,12 +1,28 @@
 const DATE_TIME =
-  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d{1,9})?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
+  /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/;
+
+/**
+ * The widest UTC offset PostgreSQL reads (±15:59; real zones span -12:00 to +14:00). RFC 3339
+ * allows up to ±23:59, but a wider offset would pass here and then fail in the database.
+ */
+const MAX_OFFSET_HOURS = 15;
 
 const daysIn = (year: number, month: number) => new Date(Date.UTC(year, month, 0)).getUTCDate();
 
 /**
+ * Whether a fraction of a second reaches the next second once rounded to microseconds, as
+ * PostgreSQL stores it (`.9999995` and up). Half-way counts as up: PostgreSQL's float rounding
+ * may go either way there, and refusing is the side that cannot store a year 10000.
+ */
+const roundsToNextSecond = (fraction: string | undefined): boolean =>
+  fraction !== undefined && /^9{6}[5-9]/.test(fraction);
+
+/**
  * True for an RFC 3339 date-time with a time zone that names a real instant (no 30 February, no
- * hour 24, no leap second) between 0001-01-01T00:00Z and 9999-12-31T23:59:59.999Z, so that it
- * can be returned in UTC with a four-digit year. The schemas' `date-time` format.
+ * hour 24, no leap second, an offset of at most ±15:59) that, rounded to microseconds as it is
+ * stored, lies between 0001-01-01T00:00Z and 9999-12-31T23:59:59.999999Z, so that it can be
+ * stored and returned in UTC with a four-digit year. The schemas' `date-time` format: the one
+ * rule for every timestamp the service takes.
  */
 export function isIsoDateTime(value: string): boolean {
   const m = DATE_TIME.exec(value);
@@ -21,14 +37,19 @@ export function isIsoDateTime(value: string): boolean {
   ];
   if (year < 1 || month < 1 || month > 12 || day < 1 || day > daysIn(year, month)) return false;
   if (hour > 23 || minute > 59 || second > 59) return false;
-  if (m[7] === undefined) return true;
-  const offsetHours = Number(m[8]);
-  const offsetMinutes = Number(m[9]);
-  if (offsetHours > 23 || offsetMinutes > 59) return false;
-  // Only the first and last day of the range can leave it once the offset is applied.
-  const utcMinuteOfDay =
-    hour * 60 + minute - (m[7] === '+' ? 1 : -1) * (offsetHours * 60 + offsetMinutes);
+  let utcMinuteOfDay = hour * 60 + minute;
+  if (m[8] !== undefined) {
+    const offsetHours = Number(m[9]);
+    const offsetMinutes = Number(m[10]);
+    if (offsetHours > MAX_OFFSET_HOURS || offsetMinutes > 59) return false;
+    utcMinuteOfDay -= (m[8] === '+' ? 1 : -1) * (offsetHours * 60 + offsetMinutes);
+  }
+  // Only the first and last day of the range can leave it once the offset is applied, and only
+  // its last second once rounded (rounding goes up, never below year 1).
   if (year === 1 && month === 1 && day === 1 && utcMinuteOfDay < 0) return false;
-  if (year === 9999 && month === 12 && day === 31 && utcMinuteOfDay >= 24 * 60) return false;
+  if (year === 9999 && month === 12 && day === 31) {
+    if (utcMinuteOfDay >= 24 * 60) return false;
+    if (utcMinuteOfDay === 24 * 60 - 1 && second === 59 && roundsToNextSecond(m[7])) return false;
+  }
   return true;
 }

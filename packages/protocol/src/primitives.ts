@@ -1,14 +1,26 @@
 import { Type, type Static, type TUnsafe } from '@sinclair/typebox';
 
+/** The one id rule, in words, for messages where a schema's own do not reach (the CLI). */
+export const IDENTIFIER_RULE = '1 to 128 characters of A-Z a-z 0-9 . _ : ~ -';
+
+const IDENTIFIER_CHARS = '^[A-Za-z0-9._:~-]+$';
+const IDENTIFIER_MAX_LENGTH = 128;
+const IDENTIFIER = new RegExp(IDENTIFIER_CHARS);
+
 /**
  * Identifiers of traces, events and agents. The service uses them in URL paths, so they are
  * restricted to characters that need no escaping there. ULIDs and UUIDs fit.
  */
 export const Identifier = Type.String({
   minLength: 1,
-  maxLength: 128,
-  pattern: '^[A-Za-z0-9._:~-]+$',
+  maxLength: IDENTIFIER_MAX_LENGTH,
+  pattern: IDENTIFIER_CHARS,
 });
+
+/** The Identifier schema's rule as a check, for ids that arrive outside a validated body. */
+export function isIdentifier(value: string): boolean {
+  return value.length <= IDENTIFIER_MAX_LENGTH && IDENTIFIER.test(value);
+}
 
 /** A batch id: a ULID (Crockford base32, any case) or a UUID. */
 export const BatchId = Type.String({

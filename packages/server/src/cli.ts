@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
+import { IDENTIFIER_RULE } from '@flightlog/protocol';
 import {
   createAgent,
   createKey,
@@ -170,6 +171,8 @@ async function main(argv: string[]): Promise<void> {
     case 'agent create':
       return withStore(config, async (store) => {
         const outcome = await createAgent(store.agents, { id: values.id, name: values.name });
+        if (outcome.kind === 'invalid-id')
+          throw new UsageError(`--id ${JSON.stringify(values.id)}: an id is ${IDENTIFIER_RULE}`);
         if (outcome.kind === 'exists') throw new UsageError(`agent ${values.id} exists already`);
         print(outcome.agent);
       });

@@ -1,3 +1,4 @@
+import { isIdentifier } from '@flightlog/protocol';
 import { ulid } from 'ulidx';
 import { generateApiKey, generateVerifyToken, hashSecret, newKeyId } from '../auth/secrets.js';
 import type { AgentRecord, AgentStore, MemberRole } from '../store/agent-store.js';
@@ -10,13 +11,20 @@ export interface CreatedAgent {
   verifyToken: string;
 }
 
-export type CreateAgentOutcome = { kind: 'created'; agent: CreatedAgent } | { kind: 'exists' };
+export type CreateAgentOutcome =
+  { kind: 'created'; agent: CreatedAgent } | { kind: 'exists' } | { kind: 'invalid-id' };
 
-/** Registers an agent with its first API key and a verify token. */
+/**
+ * Registers an agent with its first API key and a verify token. The id rule is checked here,
+ * where every way of creating an agent passes (the admin API's schema checks it too, the CLI
+ * has none): an agent's id is in every URL of its traces, so an empty one or one outside the
+ * documented characters would make it unreachable.
+ */
 export async function createAgent(
   agents: AgentStore,
   request: { id?: string | undefined; name?: string | undefined },
 ): Promise<CreateAgentOutcome> {
+  if (request.id !== undefined && !isIdentifier(request.id)) return { kind: 'invalid-id' };
   const agentId = request.id ?? ulid();
   const apiKey = generateApiKey();
   const verifyToken = generateVerifyToken();

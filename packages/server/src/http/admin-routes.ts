@@ -1,4 +1,10 @@
-import { Identifier, ProblemSchema, STORABLE_TEXT, StringEnum } from '@flightlog/protocol';
+import {
+  IDENTIFIER_RULE,
+  Identifier,
+  ProblemSchema,
+  STORABLE_TEXT,
+  StringEnum,
+} from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
@@ -82,6 +88,10 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     },
     async (request, reply) => {
       const outcome = await createAgent(agents, request.body);
+      if (outcome.kind === 'invalid-id')
+        throw new FlightlogError('validation-failed', 'The request does not match the schema.', {
+          fieldErrors: [{ pointer: '/id', detail: `must be ${IDENTIFIER_RULE}` }],
+        });
       if (outcome.kind === 'exists')
         throw new FlightlogError('id-conflict', 'An agent with this id exists already.', {
           fieldErrors: [{ pointer: '/id', detail: 'is already in use' }],

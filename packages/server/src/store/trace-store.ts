@@ -5,7 +5,7 @@ import type {
   Trace,
   TraceStatus,
 } from '@flightlog/protocol';
-import { ANALYSED_STATUSES, isIsoDateTime } from '@flightlog/protocol';
+import { ANALYSED_STATUSES, isIdentifier, isIsoDateTime } from '@flightlog/protocol';
 import { enqueueAnalysisSql } from './analysis-store.js';
 import { toItemJson, type ItemJson } from './batch-json.js';
 import { ID_CONFLICT_PREFIX, IdConflictError } from './id-conflict.js';
@@ -80,7 +80,8 @@ const ANALYSED = ANALYSED_STATUSES.map((status) => `'${status}'`).join(', ');
  * of theirs is storable text, see the protocol's STORABLE_TEXT), each with the index of its
  * item in the batch ($8, $11); payloads as one JSON array ($10) that only json_array_elements
  * reads, which keeps each payload's text as sent, with escapes (\u0000, lone surrogates)
- * PostgreSQL's other JSON functions would refuse. See batch-json.ts.
+ * PostgreSQL's other JSON functions would refuse. See batch-json.ts. Each event's index in its
+ * item ($13) names it in a conflict's pointer.
  */
 const WRITE_BATCH = `
 WITH claim AS (
@@ -110,7 +111,11 @@ incoming_events AS (
       "endedAt" timestamptz, "durationMs" float8, status text, "payloadEncrypted" boolean,
       "parentEventId" text, "errorMessage" text),
     json_array_elements($10::json),
-    unnest($11::int[])) WITH ORDINALITY AS e
+    unnest($11::int[]),
+    unnest($13::int[])) WITH ORDINALITY AS e(
+      id, "traceId", sequence, type, "startedAt", "endedAt", "durationMs", status,
+      "payloadEncrypted", "parentEventId", "errorMessage", value, unnest, "indexInItem",
+      ordinality)
 ),
 written AS (
   INSERT INTO traces (
@@ -177,10 +182,9 @@ conflict AS (
     FROM written w JOIN incoming t ON t.id = w.id
     WHERE w.agent_id <> $1::text
     UNION ALL
-    -- events are in item order, so an event's index in its item is what precedes it there
-    SELECT t.pos, e.ordinality, '/items/' || e.item || '/events/'
-           || (SELECT count(*) FROM incoming_events x
-               WHERE x.item = e.item AND x.ordinality < e.ordinality) || '/id'
+    -- each event's index in its item travels with it ($13): counting what precedes it here
+    -- would cost the square of the batch, and a batch of re-sent ids is all conflicts
+    SELECT t.pos, e.ordinality, '/items/' || e.item || '/events/' || e."indexInItem" || '/id'
     FROM incoming_events e JOIN incoming t ON t.item = e.item
     WHERE (SELECT ok FROM go) AND NOT EXISTS (SELECT 1 FROM stored s WHERE s.id = e.id)
   ) c
@@ -277,12 +281,16 @@ function writeParams(
   const events: string[] = [];
   const payloads: string[] = [];
   const eventItems: number[] = [];
+  const indexesInItem: number[] = [];
   for (const item of round) {
     const { trace, events: itemEvents, payloads: itemPayloads } = json[item] as ItemJson;
     traces.push(trace);
     events.push(...itemEvents);
     payloads.push(...itemPayloads);
-    for (let j = 0; j < itemEvents.length; j++) eventItems.push(item);
+    for (let j = 0; j < itemEvents.length; j++) {
+      eventItems.push(item);
+      indexesInItem.push(j);
+    }
   }
   return [
     write.agentId,
@@ -297,11 +305,9 @@ function writeParams(
     `[${payloads.join(',')}]`,
     eventItems,
     write.analysisGraceMs,
+    indexesInItem,
   ];
 }
-
-/** Trace ids as the schemas allow them (see protocol `Identifier`). */
-const CURSOR_ID = /^[A-Za-z0-9._:~-]{1,128}$/;
 
 /** Cursor of the trace list: the last row's start time (microseconds, UTC) and id. */
 function encodeCursor(startedAt: string, id: string): string {
@@ -318,7 +324,7 @@ export function decodeCursor(cursor: string): [string, string] | undefined {
       /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(value[0]) &&
       isIsoDateTime(value[0]) &&
       typeof value[1] === 'string' &&
-      CURSOR_ID.test(value[1])
+      isIdentifier(value[1])
     )
       return [value[0], value[1]];
   } catch {

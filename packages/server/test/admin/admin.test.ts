@@ -156,12 +156,22 @@ describeEngines('admin API [%s]', (engine) => {
         [{ id: '' }, '/id'],
         [{ id: 'a/b' }, '/id'],
         [{ id: 'x'.repeat(129) }, '/id'],
+        [{ id: 'café' }, '/id'],
+        [{ id: 'line\n' }, '/id'],
+        [{ id: 'nul\u0000' }, '/id'],
+        [{ id: 'a%2Fb' }, '/id'],
+        [{ id: '\u{1F680}' }, '/id'],
         [{ id: 5 }, '/id'],
         [{ name: 7 }, '/name'],
         [{ colour: 'red' }, '/colour'],
-      ])('answers 400 for %j, naming the field', async (body, pointer) => {
+      ])('answers 400 for %j, naming the field, and creates nothing', async (body, pointer) => {
+        const count = async () =>
+          (await server.store.sql.query<{ n: number }>('SELECT count(*)::int AS n FROM agents'))[0]
+            ?.n;
+        const before = await count();
         const res = await admin('POST', '/admin/v1/agents', body);
-        expect(isProblem(res, 400)).toBe(true);
+        expect(isProblem(res, 400), res.text).toBe(true);
+        expect(await count()).toBe(before);
         expect(res.body.errors.map((e: { pointer: string }) => e.pointer)).toContain(pointer);
       });
 

@@ -62,6 +62,18 @@ describeEngines('flightlog CLI, headless bootstrap end to end [%s]', (engine) =>
     expect(again.code).toBe(2);
     expect(again.stderr).toContain('exists already');
 
+    // the same id rule as the admin API and the wire: an empty id or any other character is
+    // refused with the rule spelled out, and no agent is created
+    for (const id of ['', 'has space', 'café', 'x'.repeat(129)]) {
+      const bad = await runCli(['agent', 'create', '--id', id], env);
+      expect(bad.code, bad.stderr).toBe(2);
+      expect(bad.stderr).toContain(
+        `--id ${JSON.stringify(id)}: an id is 1 to 128 characters of A-Z a-z 0-9 . _ : ~ -`,
+      );
+    }
+    const absent = await runCli(['agent', 'delete', 'has space'], env);
+    expect(absent.stderr).toContain('no agent has space');
+
     const key = await runCli(['key', 'create', '--agent', 'cli-agent'], env);
     expect(key.code, key.stderr).toBe(0);
     const second = JSON.parse(key.stdout);
