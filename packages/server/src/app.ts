@@ -1,7 +1,5 @@
 import swagger from '@fastify/swagger';
-import { isIsoDateTime } from '@flightlog/protocol';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import type { Ajv } from 'ajv';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { randomFillSync } from 'node:crypto';
 import { monotonicFactory } from 'ulidx';
@@ -13,6 +11,7 @@ import { adminRoutes } from './http/admin-routes.js';
 import { ingestRoutes } from './http/ingest-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
 import { registerJsonBody } from './http/json-body.js';
+import { boundedValidatorCompiler } from './http/schema-validator.js';
 import { opsRoutes } from './http/ops-routes.js';
 import { answerClientError, registerProblemHandler } from './http/problem.js';
 import { liveRoutes } from './http/live-routes.js';
@@ -113,20 +112,9 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     http: { connectionsCheckingInterval: 1_000 },
     clientErrorHandler: answerClientError,
     return503OnClosing: false,
-    ajv: {
-      customOptions: {
-        // Strict: "5" is not a number, null is not 0, nothing is removed or defaulted.
-        coerceTypes: false,
-        removeAdditional: false,
-        useDefaults: false,
-        allErrors: true,
-      },
-      // Runs after ajv-formats: our date-time is stricter (a real instant PostgreSQL can store).
-      onCreate: (ajv: Ajv) => {
-        ajv.addFormat('date-time', { type: 'string', validate: isIsoDateTime });
-      },
-    },
   }).withTypeProvider<TypeBoxTypeProvider>();
+  // Validation that stops: first error at once, all errors only for small bodies (issue 15).
+  app.setValidatorCompiler(boundedValidatorCompiler());
   // Headers must arrive promptly even when the body may take longer (slow-loris senders).
   app.server.headersTimeout = Math.min(10_000, config.requestTimeoutMs);
 

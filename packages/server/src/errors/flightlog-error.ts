@@ -43,10 +43,17 @@ export class FlightlogError extends Error {
 }
 
 /** A validation failure naming each offending field by its JSON pointer. */
+/** Field errors listed in one answer: enough to fix a batch, bounded for any body. */
+export const MAX_FIELD_ERRORS = 100;
+
 export function validationFailed(fieldErrors: FieldError[], detail?: string): FlightlogError {
   const first = fieldErrors[0];
-  const summary =
+  let summary =
     detail ??
     (first ? `${first.pointer || '(body)'}: ${first.detail}` : 'The request is not valid.');
-  return new FlightlogError('validation-failed', summary, { fieldErrors });
+  if (fieldErrors.length > MAX_FIELD_ERRORS)
+    summary += ` The first ${MAX_FIELD_ERRORS} of ${fieldErrors.length} invalid fields are listed.`;
+  return new FlightlogError('validation-failed', summary, {
+    fieldErrors: fieldErrors.slice(0, MAX_FIELD_ERRORS),
+  });
 }

@@ -3,7 +3,7 @@ import { PROBLEM_CONTENT_TYPE } from '@flightlog/protocol';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { FlightlogError, type ErrorCode } from '../errors/flightlog-error.js';
+import { FlightlogError, validationFailed, type ErrorCode } from '../errors/flightlog-error.js';
 import type { Metrics } from '../observability/metrics.js';
 
 /** The single map from error codes to HTTP. */
@@ -88,7 +88,7 @@ export function fieldErrorsFromAjv(errors: readonly AjvError[], prefix = ''): Fi
     if (!messages.includes(message)) messages.push(message);
     byPointer.set(pointer, messages);
   }
-  return [...byPointer].slice(0, 100).map(([pointer, messages]) => ({
+  return [...byPointer].map(([pointer, messages]) => ({
     pointer,
     detail: messages.join(' or '),
   }));
@@ -105,9 +105,10 @@ export function asFlightlogError(error: FastifyError | Error): FlightlogError {
   if (fastifyError.validation) {
     const context = fastifyError.validationContext;
     const prefix = context && context !== 'body' ? `/${context}` : '';
-    return new FlightlogError('validation-failed', 'The request does not match the schema.', {
-      fieldErrors: fieldErrorsFromAjv(fastifyError.validation as AjvError[], prefix),
-    });
+    return validationFailed(
+      fieldErrorsFromAjv(fastifyError.validation as AjvError[], prefix),
+      'The request does not match the schema.',
+    );
   }
   switch (fastifyError.code) {
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
@@ -165,14 +166,22 @@ export function registerProblemHandler(app: FastifyInstance, metrics: Metrics): 
     lingerOnClose(reply);
     return sendProblem(request, reply, coded);
   });
+  // Refused before its body is read: Fastify would otherwise parse (and inflate) the body of a
+  // request to an unknown route before its not-found handler runs, work for anyone unauthenticated.
+  app.addHook('onRequest', async (request) => {
+    if (request.is404) throw noRoute(request);
+  });
   app.setNotFoundHandler((request, reply) => {
     metrics.rejections.inc({ reason: 'not-found' });
-    return sendProblem(
-      request,
-      reply,
-      new FlightlogError('not-found', `No route ${request.method} ${request.url.split('?')[0]}.`),
-    );
+    return sendProblem(request, reply, noRoute(request));
   });
+}
+
+function noRoute(request: FastifyRequest): FlightlogError {
+  return new FlightlogError(
+    'not-found',
+    `No route ${request.method} ${request.url.split('?')[0]}.`,
+  );
 }
 
 /**

@@ -342,6 +342,38 @@ describeEngines('POST /v1/traces/batch, refused [%s]', (engine) => {
     });
   });
 
+  describe('error lists are bounded', () => {
+    /** A batch whose `count` events each have one invalid field (`kind`). */
+    function badKinds(count: number) {
+      const { body } = runBatch({ events: count });
+      for (const event of body.items[0]!.events) (event as unknown as Body).kind = 'nonsense';
+      return body;
+    }
+
+    it('lists the first 100 invalid fields and says how many there were', async () => {
+      const res = await refused(badKinds(150), 400);
+      expect(pointers(res)).toHaveLength(100);
+      expect(pointers(res)[0]).toBe('/items/0/events/0/kind');
+      expect(res.body.detail).toMatch(/first 100 of 150 invalid fields/);
+    });
+
+    it('stops at the first error of an invalid body of more than 10,000 JSON values, at once', async () => {
+      // 800 events of ~20 values each, all invalid: every one would be listed before
+      const started = performance.now();
+      const res = await refused(badKinds(800), 400);
+      expect(pointers(res)).toEqual(['/items/0/events/0/kind']);
+      expect(performance.now() - started).toBeLessThan(5_000);
+    });
+
+    it('answers 400 at once for an item of 100,000 empty events (over maxItems)', async () => {
+      const { body } = runBatch();
+      const events = Array.from({ length: 100_000 }, () => ({}));
+      const res = await refused({ ...body, items: [{ ...body.items[0], events }] }, 400);
+      expect(pointers(res)).toEqual(['/items/0/events']);
+      expect(res.body.errors[0].detail).toMatch(/10000/);
+    });
+  });
+
   describe('all or nothing', () => {
     it('rolls back items already written when a later item is refused, and keeps the batch id free', async () => {
       // Items are written in trace id order: `mine` (the older ULID) is written first, then the
