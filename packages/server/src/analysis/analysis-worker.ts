@@ -136,6 +136,10 @@ export class AnalysisWorker {
         this.storeFailures = 0;
         if (job) {
           await this.process(job);
+          // On PGlite every query resolves without I/O: a queue of jobs would keep the event
+          // loop from ever reaching other requests (another agent's reads waited out a
+          // 4,000-run flood). One turn of the loop between jobs lets them in.
+          await new Promise<void>((resolve) => setImmediate(resolve));
           continue;
         }
         if (nextRunInMs !== null)

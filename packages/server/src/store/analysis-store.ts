@@ -18,6 +18,9 @@ import {
  *                         ├─▶ failed      (no attempts left; last_error kept)
  *                         └─▶ superseded  (a newer finalisation of the trace has a job)
  *
+ * Agents take turns (see CLAIM): one agent's flood of finished runs delays another agent's
+ * analysis by about one job, not by the flood.
+ *
  * Claims take `FOR UPDATE SKIP LOCKED`, so any number of workers share the queue. A claim adds
  * one to `attempts` and sets a lease (`locked_until`); every later write of the worker matches
  * id + `running` + that attempt number, so a worker whose lease ran out (and whose job another
@@ -108,7 +111,8 @@ const NEXT_STATE = `
  * A re-finalisation replaces a job waiting for a retry (`superseded`: the new job gets its full
  * attempts), and refreshes a job not tried yet (one analysis, after the grace, of the latest
  * state). `queued` reads `superseded` first, so the replaced job has left the one-pending index
- * when the insert looks for a conflict there.
+ * when the insert looks for a conflict there. `in_line` gives the agent its place in the
+ * queue's turns (see CLAIM), once.
  */
 export function enqueueAnalysisSql(agentParam: string, graceParam: string): string {
   return `
@@ -126,16 +130,52 @@ queued AS (
   ON CONFLICT (trace_id) WHERE state = 'pending'
   DO UPDATE SET run_after = EXCLUDED.run_after, updated_at = now()
   RETURNING trace_id
+),
+in_line AS (
+  INSERT INTO analysis_agents (agent_id)
+  SELECT ${agentParam}::text WHERE EXISTS (SELECT 1 FROM queued)
+  ON CONFLICT (agent_id) DO NOTHING
 )`;
 }
 
+/*
+ * Agents take turns: `agent` is the agent with a runnable job that was served least recently
+ * (its row locked, so concurrent claims spread over agents), `fair` that agent's oldest runnable
+ * job. `anyone` is the oldest runnable job of any agent, looked for only when `fair` found none:
+ * every agent with work is being claimed for by another worker right now, or the job is not in
+ * `analysis_agents` (queued by hand); no worker idles while a job is runnable. Whoever's job is
+ * claimed, its agent goes to the back of the line (`served`). The cost is a look per agent,
+ * whatever the number of jobs pending.
+ */
 const CLAIM = `
-WITH next AS (
-  SELECT id FROM analysis_jobs
-  WHERE state = 'pending' AND run_after <= now()
-  ORDER BY run_after, id
+WITH agent AS (
+  SELECT a.agent_id FROM analysis_agents a
+  WHERE EXISTS (
+    SELECT 1 FROM analysis_jobs p
+    WHERE p.state = 'pending' AND p.agent_id = a.agent_id AND p.run_after <= now())
+  ORDER BY a.served_at, a.agent_id
   LIMIT 1
-  FOR UPDATE SKIP LOCKED
+  FOR UPDATE OF a SKIP LOCKED
+),
+fair AS (
+  SELECT j.id FROM analysis_jobs j
+  WHERE j.state = 'pending' AND j.run_after <= now()
+    AND j.agent_id = (SELECT agent_id FROM agent)
+  ORDER BY j.run_after, j.id
+  LIMIT 1
+  FOR UPDATE OF j SKIP LOCKED
+),
+anyone AS (
+  SELECT j.id FROM analysis_jobs j
+  WHERE j.state = 'pending' AND j.run_after <= now() AND NOT EXISTS (SELECT 1 FROM fair)
+  ORDER BY j.run_after, j.id
+  LIMIT 1
+  FOR UPDATE OF j SKIP LOCKED
+),
+next AS (
+  SELECT u.id FROM (SELECT id, 0 AS k FROM fair UNION ALL SELECT id, 1 AS k FROM anyone) u
+  ORDER BY u.k
+  LIMIT 1
 ),
 claimed AS (
   UPDATE analysis_jobs j
@@ -145,6 +185,11 @@ claimed AS (
   FROM next
   WHERE j.id = next.id AND j.state = 'pending'
   RETURNING j.id, j.trace_id AS "traceId", j.agent_id AS "agentId", j.attempts AS attempt
+),
+served AS (
+  UPDATE analysis_agents a SET served_at = clock_timestamp()
+  FROM claimed c
+  WHERE a.agent_id = c."agentId"
 )
 SELECT c.id, c."traceId", c."agentId", c.attempt,
        (SELECT EXTRACT(EPOCH FROM min(p.run_after) - now())::float8 * 1000
@@ -223,7 +268,7 @@ async function retryOnUniqueViolation<T>(work: () => Promise<T>): Promise<T> {
 export class AnalysisStore {
   constructor(private readonly sql: SqlClient) {}
 
-  /** Takes the oldest runnable job, if any, for `leaseMs`. */
+  /** Takes a runnable job, if any, for `leaseMs`: the agents' turn, then its oldest one. */
   async claimNext(workerId: string, leaseMs: number): Promise<ClaimOutcome> {
     const [row] = await this.sql.query<{
       id: number | null;
