@@ -1,8 +1,15 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
 import type { Analyzer } from '../../src/analysis/analyzer.js';
 import { HeuristicAnalyzer } from '../../src/analysis/heuristic-analyzer.js';
+import { openStore, type Store } from '../../src/store/open-store.js';
 import { jobsOf, startTestWorker } from '../harness/analysis.js';
-import { describeEngines, openTestStore, type TestStore } from '../harness/engines.js';
+import {
+  describeEngines,
+  describeWithPostgres,
+  openTestStore,
+  type TestStore,
+} from '../harness/engines.js';
 import { waitFor } from '../harness/wait.js';
 import { newId, runBatch } from '../fixtures/batches.js';
 
@@ -94,4 +101,103 @@ describeEngines('analysis queue shared fairly between agents [%s]', (engine) => 
     expect(order).toHaveLength(FLOOD + 1);
     expect(new Set(order)).toEqual(new Set([...flood, mine]));
   });
+});
+
+describeWithPostgres('turns between agents with four workers on two pools [postgres]', () => {
+  let t: TestStore;
+  let second: Store;
+  const agents = { flood: `agent-${newId()}`, a: `agent-${newId()}`, b: `agent-${newId()}` };
+  const counts = { flood: 240, a: 30, b: 30 };
+  beforeAll(async () => {
+    t = await openTestStore('postgres');
+    second = await openStore({ ...t.location, poolSize: 4 });
+    for (const id of Object.values(agents))
+      await t.store.agents.createAgent({
+        id,
+        name: null,
+        keyId: newId(),
+        keyHash: newId(),
+        verifyTokenHash: newId(),
+      });
+  });
+  afterAll(async () => {
+    await second.close();
+    await t.dispose();
+  });
+
+  it('each job is done exactly once, and the small agents are served alongside the flood', async () => {
+    const traceAgent = new Map<string, string>();
+    for (const [name, agentId] of Object.entries(agents)) {
+      const total = counts[name as keyof typeof counts];
+      for (let done = 0; done < total; done += 30) {
+        const runs = Array.from({ length: Math.min(30, total - done) }, () =>
+          runBatch({ trace: { status: 'completed' } }),
+        );
+        // queued far in the future: released to all workers at once below, the flood first
+        await t.store.traces.writeBatch({
+          agentId,
+          batchId: newId(),
+          items: runs.map(({ body: { items } }) => ({
+            ...items[0]!,
+            trace: { ...items[0]!.trace, agentId },
+          })),
+          analysisGraceMs: 3_600_000,
+        });
+        for (const { trace } of runs) traceAgent.set(trace.id, agentId);
+      }
+    }
+    const total = traceAgent.size;
+
+    const analysed = new Map<string, string[]>();
+    const heuristic = new HeuristicAnalyzer();
+    const counting = (name: string): Analyzer => ({
+      name: 'heuristic',
+      async analyze(run) {
+        analysed.set(run.trace.id, [...(analysed.get(run.trace.id) ?? []), name]);
+        await new Promise((r) => setTimeout(r, Math.random() * 3));
+        return heuristic.analyze(run);
+      },
+    });
+    const workers: AnalysisWorker[] = [
+      startTestWorker(t.store, { analyzer: counting('a1'), workerId: 'a1', pollMs: 20 }),
+      startTestWorker(t.store, { analyzer: counting('a2'), workerId: 'a2', pollMs: 20 }),
+      startTestWorker(second, { analyzer: counting('b1'), workerId: 'b1', pollMs: 20 }),
+      startTestWorker(second, { analyzer: counting('b2'), workerId: 'b2', pollMs: 20 }),
+    ];
+    try {
+      // the flood's jobs the oldest: arrival order alone would serve them all first
+      await t.store.sql.query(
+        `UPDATE analysis_jobs SET run_after = now() - make_interval(secs =>
+           CASE WHEN agent_id = $1 THEN 60 ELSE 1 END)
+         WHERE state = 'pending'`,
+        [agents.flood],
+      );
+      await waitFor(
+        async () => {
+          const [row] = await t.store.sql.query<{ n: number }>(
+            "SELECT count(*)::int AS n FROM analysis_jobs WHERE state = 'done'",
+          );
+          return row!.n === total ? true : undefined;
+        },
+        'every job done',
+        60_000,
+      );
+    } finally {
+      await Promise.all(workers.map((w) => w.stop(5_000)));
+    }
+
+    expect(analysed.size).toBe(total);
+    expect([...analysed].filter(([, by]) => by.length !== 1)).toEqual([]);
+    const rows = await t.store.sql.query<{ trace_id: string; attempts: number; agent_id: string }>(
+      "SELECT trace_id, attempts, agent_id FROM analysis_jobs WHERE state = 'done' ORDER BY started_at, id",
+    );
+    expect(rows).toHaveLength(total);
+    expect(rows.every((r) => r.attempts === 1)).toBe(true);
+    // in turns, the two small agents' 60 jobs are done within about the first 3 × 30 claims
+    const lastSmall = Math.max(...rows.map((r, i) => (r.agent_id === agents.flood ? -1 : i + 1)));
+    console.log(
+      `[postgres, 4 workers] the small agents' last job claimed as #${lastSmall} of ${total}`,
+    );
+    expect(lastSmall).toBeLessThanOrEqual(150);
+  }, 90_000);
 });
