@@ -38,6 +38,11 @@ export interface AnalysisWorkerOptions {
   retryMaxMs?: number;
   /** Events loaded per run at most (default 20,000: the first and last halves). */
   maxEvents?: number;
+  /**
+   * Event bytes (payloads and error messages) loaded per run at most (default 8 MiB): past it
+   * the autopsy is written from the first and last events and says how many it left out.
+   */
+  maxEventBytes?: number;
   workerId?: string;
 }
 
@@ -46,6 +51,7 @@ const MIN_SLEEP_MS = 20;
 /** Longest sleep after the store failed, however often. */
 const MAX_ERROR_SLEEP_MS = 5_000;
 const MAX_ERROR_CHARS = 1_000;
+export const DEFAULT_MAX_EVENT_BYTES = 8 * 1024 * 1024;
 
 export function newWorkerId(): string {
   return `${hostname()}:${process.pid}:${randomBytes(3).toString('hex')}`;
@@ -208,7 +214,11 @@ export class AnalysisWorker {
     let result: AnalysisResult | undefined;
     let failure = 'the trace no longer exists';
     try {
-      const run = await queue.loadRun(job.traceId, this.options.maxEvents ?? 20_000);
+      const run = await queue.loadRun(
+        job.traceId,
+        this.options.maxEvents ?? 20_000,
+        this.options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES,
+      );
       if (run) result = await analyzer.analyze(run, this.abort.signal);
     } catch (error) {
       failure = describe(error);

@@ -34,19 +34,33 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
     '/v1/traces/:id',
     {
       schema: {
-        summary: 'A trace with its events, ordered by sequence',
+        summary: 'A trace and one page of its events, ordered by sequence',
         params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
+        querystring: Type.Object(
+          {
+            limit: Type.Optional(Type.String({ maxLength: 10 })),
+            cursor: Type.Optional(Type.String({ maxLength: 1024 })),
+          },
+          { additionalProperties: false },
+        ),
         response: {
-          200: Type.Object({ trace: TraceSchema, events: Type.Array(EventSchema) }),
+          200: Type.Object({
+            trace: TraceSchema,
+            events: Type.Array(EventSchema),
+            nextCursor: Type.Union([Type.String(), Type.Null()]),
+          }),
+          400: ProblemSchema,
           401: ProblemSchema,
           404: ProblemSchema,
         },
       },
     },
     async (request) => {
-      const found = await readTrace(store, userOf(request), request.params.id);
-      if (!found) throw notFound();
-      return found;
+      const outcome = await readTrace(store, userOf(request), request.params.id, request.query);
+      if (outcome.kind === 'invalid') throw validationFailed(outcome.errors);
+      if (outcome.kind === 'not-found') throw notFound();
+      const { kind: _kind, ...page } = outcome;
+      return page;
     },
   );
 

@@ -1,17 +1,63 @@
 import type { Event, FieldError, Trace, TraceStatus } from '@flightlog/protocol';
 import type { Store } from '../store/open-store.js';
+import { decodeEventCursor } from '../store/event-pages.js';
 import { decodeCursor, type TracePage } from '../store/trace-store.js';
 
 export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 200;
 
-/** A trace and its events, when the user has a role on the trace's agent. */
-export function readTrace(
+export const DEFAULT_EVENT_PAGE_SIZE = 500;
+export const MAX_EVENT_PAGE_SIZE = 1000;
+/** Payload bytes per page of events: what one read may load, whatever the trace holds. */
+export const EVENT_PAGE_MAX_BYTES = 1024 * 1024;
+
+export type TraceOutcome =
+  | { kind: 'found'; trace: Trace; events: Event[]; nextCursor: string | null }
+  | { kind: 'not-found' }
+  | { kind: 'invalid'; errors: FieldError[] };
+
+/**
+ * A trace and one page of its events, when the user has a role on the trace's agent. Without a
+ * cursor the page starts at the first event; a page holds at most `limit` events and about
+ * EVENT_PAGE_MAX_BYTES of them, so no request loads a whole trace.
+ */
+export async function readTrace(
   store: Store,
   userId: string,
   traceId: string,
-): Promise<{ trace: Trace; events: Event[] } | undefined> {
-  return store.traces.traceForMember(userId, traceId);
+  query: { limit?: string | undefined; cursor?: string | undefined } = {},
+): Promise<TraceOutcome> {
+  const errors: FieldError[] = [];
+  const limit = parseLimit(query.limit, DEFAULT_EVENT_PAGE_SIZE, MAX_EVENT_PAGE_SIZE, errors);
+  const after = query.cursor === undefined ? undefined : decodeEventCursor(query.cursor);
+  if (query.cursor !== undefined && after === undefined) errors.push(badCursor());
+  if (errors.length > 0) return { kind: 'invalid', errors };
+  const found = await store.traces.traceForMember(userId, traceId, {
+    limit,
+    maxBytes: EVENT_PAGE_MAX_BYTES,
+    ...(after ? { after } : {}),
+  });
+  return found ? { kind: 'found', ...found } : { kind: 'not-found' };
+}
+
+function parseLimit(
+  text: string | undefined,
+  fallback: number,
+  max: number,
+  errors: FieldError[],
+): number {
+  if (text === undefined) return fallback;
+  const limit = Number(text);
+  if (!/^\d+$/.test(text) || limit < 1 || limit > max)
+    errors.push({
+      pointer: '/querystring/limit',
+      detail: `must be a whole number from 1 to ${max}`,
+    });
+  return limit;
+}
+
+function badCursor(): FieldError {
+  return { pointer: '/querystring/cursor', detail: 'is not a cursor returned by this endpoint' };
 }
 
 export type ListOutcome =
@@ -31,21 +77,9 @@ export async function listTraces(
   },
 ): Promise<ListOutcome> {
   const errors: FieldError[] = [];
-  let limit = DEFAULT_PAGE_SIZE;
-  if (query.limit !== undefined) {
-    limit = Number(query.limit);
-    if (!/^\d+$/.test(query.limit) || limit < 1 || limit > MAX_PAGE_SIZE)
-      errors.push({
-        pointer: '/querystring/limit',
-        detail: `must be a whole number from 1 to ${MAX_PAGE_SIZE}`,
-      });
-  }
+  const limit = parseLimit(query.limit, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, errors);
   const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
-  if (query.cursor !== undefined && after === undefined)
-    errors.push({
-      pointer: '/querystring/cursor',
-      detail: 'is not a cursor returned by this endpoint',
-    });
+  if (query.cursor !== undefined && after === undefined) errors.push(badCursor());
   if (errors.length > 0) return { kind: 'invalid', errors };
 
   if ((await store.agents.roleOf(userId, agentId)) === undefined) return { kind: 'not-found' };

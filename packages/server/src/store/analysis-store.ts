@@ -1,13 +1,7 @@
 import type { Event, Trace } from '@flightlog/protocol';
+import { eventKeys, eventsOf, withinBytes } from './event-pages.js';
 import type { SqlClient } from './sql-client.js';
-import {
-  EVENT_COLUMNS,
-  TRACE_COLUMNS,
-  eventFromRow,
-  traceFromRow,
-  type EventRow,
-  type TraceRow,
-} from './trace-rows.js';
+import { TRACE_COLUMNS, traceFromRow, type TraceRow } from './trace-rows.js';
 
 /*
  * The analysis queue: one row per finalisation in `analysis_jobs`.
@@ -338,27 +332,45 @@ export class AnalysisStore {
     return counts;
   }
 
-  /** A trace with its events; at most `maxEvents` of them (the first and last halves). */
-  async loadRun(traceId: string, maxEvents: number): Promise<StoredRun | undefined> {
+  /**
+   * A trace with its events: all of them when they fit `maxEvents` and `maxBytes` (payload and
+   * error message bytes), else the first and the last of them, each half of either budget, and
+   * how many were left out in the middle. Only the kept events are ever loaded, so a job's memory
+   * stays bounded whatever the trace holds (a whole 100 MB trace once crashed PGlite, and again
+   * each time the job's lease came back).
+   */
+  async loadRun(
+    traceId: string,
+    maxEvents: number,
+    maxBytes: number,
+  ): Promise<StoredRun | undefined> {
     const [trace] = await this.sql.query<TraceRow>(
       `SELECT ${TRACE_COLUMNS} FROM traces t WHERE t.id = $1`,
       [traceId],
     );
     if (!trace) return undefined;
-    const head = await this.sql.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM events e WHERE e.trace_id = $1
-       ORDER BY e.sequence, e.id LIMIT $2`,
-      [traceId, maxEvents + 1],
-    );
-    if (head.length <= maxEvents)
-      return { trace: traceFromRow(trace), events: head.map(eventFromRow), omittedEvents: 0 };
+    const all = await eventKeys(this.sql, traceId, { limit: maxEvents + 1 });
+    const fits = withinBytes(all, maxBytes);
+    if (all.length <= maxEvents && fits.length === all.length)
+      return {
+        trace: traceFromRow(trace),
+        events: await eventsOf(this.sql, traceId, all),
+        omittedEvents: 0,
+      };
 
     // A long run: keep how it started and how it ended, where failures usually are.
     const half = Math.floor(maxEvents / 2);
-    const tail = await this.sql.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM events e WHERE e.trace_id = $1
-       ORDER BY e.sequence DESC, e.id DESC LIMIT $2`,
-      [traceId, maxEvents - half],
+    const head = withinBytes(all.slice(0, half), Math.floor(maxBytes / 2));
+    const headBytes = head.reduce((sum, k) => sum + k.bytes, 0);
+    const headIds = new Set(head.map((k) => k.id));
+    const newest = await eventKeys(this.sql, traceId, {
+      limit: maxEvents - head.length,
+      newestFirst: true,
+    });
+    const firstShared = newest.findIndex((k) => headIds.has(k.id));
+    const tail = withinBytes(
+      firstShared < 0 ? newest : newest.slice(0, firstShared),
+      Math.max(1, maxBytes - headBytes),
     );
     const [{ n } = { n: 0 }] = await this.sql.query<{ n: number }>(
       'SELECT count(*)::int AS n FROM events WHERE trace_id = $1',
@@ -366,8 +378,8 @@ export class AnalysisStore {
     );
     return {
       trace: traceFromRow(trace),
-      events: [...head.slice(0, half), ...tail.reverse()].map(eventFromRow),
-      omittedEvents: Math.max(0, n - maxEvents),
+      events: await eventsOf(this.sql, traceId, [...head, ...tail]),
+      omittedEvents: Math.max(0, n - head.length - tail.length),
     };
   }
 

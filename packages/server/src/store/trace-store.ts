@@ -7,6 +7,13 @@ import type {
 } from '@flightlog/protocol';
 import { ANALYSED_STATUSES, isIdentifier, isIsoDateTime } from '@flightlog/protocol';
 import { enqueueAnalysisSql } from './analysis-store.js';
+import {
+  encodeEventCursor,
+  eventKeys,
+  eventsOf,
+  withinBytes,
+  type EventPosition,
+} from './event-pages.js';
 import { toItemJson, type ItemJson } from './batch-json.js';
 import { ID_CONFLICT_PREFIX, IdConflictError } from './id-conflict.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
@@ -434,11 +441,16 @@ export class TraceStore {
     return { kind: 'completed', trace: traceFromRow(trace), analysisQueued: queued > 0 };
   }
 
-  /** A trace with its events (by sequence), if `userId` has any role on its agent. */
+  /**
+   * A trace and one page of its events (by sequence, then id), if `userId` has any role on its
+   * agent: at most `limit` events after `after`, and no more than `maxBytes` of them (see
+   * event-pages.ts). `nextCursor` is null once the page reaches the trace's last event.
+   */
   async traceForMember(
     userId: string,
     traceId: string,
-  ): Promise<{ trace: Trace; events: Event[] } | undefined> {
+    page: { limit: number; maxBytes: number; after?: EventPosition },
+  ): Promise<{ trace: Trace; events: Event[]; nextCursor: string | null } | undefined> {
     const [trace] = await this.sql.query<TraceRow>(
       `SELECT ${TRACE_COLUMNS} FROM traces t
        JOIN members m ON m.agent_id = t.agent_id AND m.user_id = $2
@@ -446,11 +458,18 @@ export class TraceStore {
       [traceId, userId],
     );
     if (!trace) return undefined;
-    const events = await this.sql.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM events e WHERE e.trace_id = $1 ORDER BY e.sequence, e.id`,
-      [traceId],
-    );
-    return { trace: traceFromRow(trace), events: events.map(eventFromRow) };
+    const keys = await eventKeys(this.sql, traceId, {
+      limit: page.limit + 1,
+      ...(page.after ? { after: page.after } : {}),
+    });
+    const kept = withinBytes(keys.slice(0, page.limit), page.maxBytes);
+    const last = kept[kept.length - 1];
+    return {
+      trace: traceFromRow(trace),
+      events: await eventsOf(this.sql, traceId, kept),
+      nextCursor:
+        kept.length < keys.length && last ? encodeEventCursor([last.sequence, last.id]) : null,
+    };
   }
 
   /**

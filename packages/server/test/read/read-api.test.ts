@@ -123,6 +123,61 @@ describeEngines('read API [%s]', (engine) => {
       expect(res.body.detail).toBe(missing.body.detail);
     });
 
+    it('pages the events by sequence then id, each exactly once, with nextCursor null on the last page', async () => {
+      const { agent, owner } = await agentWithOwner();
+      const trace = traceSnapshot({ eventCount: 7 });
+      // two events share each sequence: the order within one is by id
+      const events = [0, 0, 1, 1, 2, 2, 3].map((sequence) => llmCallEvent(trace.id, sequence));
+      const expected = [...events]
+        .sort((a, b) => a.sequence - b.sequence || (a.id < b.id ? -1 : 1))
+        .map((e) => e.id);
+      const res = await postBatch(server.url, agent.apiKey, {
+        batchId: newId(),
+        items: [{ trace, events: [...events].reverse() }],
+      });
+      expect(res.status).toBe(202);
+
+      const seen: string[] = [];
+      let query = '?limit=3';
+      for (let pages = 0; ; pages++) {
+        expect(pages).toBeLessThan(10);
+        const page = await send(server.url, `/v1/traces/${trace.id}${query}`, undefined, {
+          token: owner,
+        });
+        expect(page.status).toBe(200);
+        expect(page.body.events.length).toBeLessThanOrEqual(3);
+        seen.push(...page.body.events.map((e: { id: string }) => e.id));
+        if (page.body.nextCursor === null) break;
+        query = `?limit=3&cursor=${encodeURIComponent(page.body.nextCursor)}`;
+      }
+      expect(seen).toEqual(expected);
+
+      const whole = await getTrace(trace.id, owner);
+      expect(whole.body.events.map((e: { id: string }) => e.id)).toEqual(expected);
+      expect(whole.body.nextCursor).toBeNull();
+    });
+
+    it('answers 400 with the field to a limit out of range or a cursor it did not issue', async () => {
+      const { agent, owner } = await agentWithOwner();
+      const { body, trace } = runBatch({ events: 1 });
+      expect((await postBatch(server.url, agent.apiKey, body)).status).toBe(202);
+      for (const [query, pointer] of [
+        ['?limit=0', '/querystring/limit'],
+        ['?limit=1001', '/querystring/limit'],
+        ['?cursor=bm90LW91cnM', '/querystring/cursor'],
+        [
+          `?cursor=${Buffer.from('["99999999999999999999","x"]').toString('base64url')}`,
+          '/querystring/cursor',
+        ],
+      ] as const) {
+        const res = await send(server.url, `/v1/traces/${trace.id}${query}`, undefined, {
+          token: owner,
+        });
+        expect(isProblem(res, 400), `${query}: ${res.text}`).toBe(true);
+        expect(res.body.errors.map((e: { pointer: string }) => e.pointer)).toEqual([pointer]);
+      }
+    });
+
     it('answers 404 for a trace that does not exist, even to an owner', async () => {
       const { owner } = await agentWithOwner();
       expect(isProblem(await getTrace(newId(), owner), 404)).toBe(true);
