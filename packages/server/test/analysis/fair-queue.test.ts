@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
 import type { Analyzer } from '../../src/analysis/analyzer.js';
 import { HeuristicAnalyzer } from '../../src/analysis/heuristic-analyzer.js';
 import { openStore, type Store } from '../../src/store/open-store.js';
-import { jobsOf, startTestWorker } from '../harness/analysis.js';
+import { jobsOf, startFourRecordingWorkers, startTestWorker } from '../harness/analysis.js';
 import {
   describeEngines,
   describeWithPostgres,
@@ -148,22 +147,7 @@ describeWithPostgres('turns between agents with four workers on two pools [postg
     }
     const total = traceAgent.size;
 
-    const analysed = new Map<string, string[]>();
-    const heuristic = new HeuristicAnalyzer();
-    const counting = (name: string): Analyzer => ({
-      name: 'heuristic',
-      async analyze(run) {
-        analysed.set(run.trace.id, [...(analysed.get(run.trace.id) ?? []), name]);
-        await new Promise((r) => setTimeout(r, Math.random() * 3));
-        return heuristic.analyze(run);
-      },
-    });
-    const workers: AnalysisWorker[] = [
-      startTestWorker(t.store, { analyzer: counting('a1'), workerId: 'a1', pollMs: 20 }),
-      startTestWorker(t.store, { analyzer: counting('a2'), workerId: 'a2', pollMs: 20 }),
-      startTestWorker(second, { analyzer: counting('b1'), workerId: 'b1', pollMs: 20 }),
-      startTestWorker(second, { analyzer: counting('b2'), workerId: 'b2', pollMs: 20 }),
-    ];
+    const { workers, analysed } = startFourRecordingWorkers(t.store, second);
     try {
       // the flood's jobs the oldest: arrival order alone would serve them all first
       await t.store.sql.query(

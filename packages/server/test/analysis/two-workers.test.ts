@@ -1,9 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
-import type { Analyzer } from '../../src/analysis/analyzer.js';
-import { HeuristicAnalyzer } from '../../src/analysis/heuristic-analyzer.js';
 import { openStore, type Store } from '../../src/store/open-store.js';
-import { startTestWorker } from '../harness/analysis.js';
+import { startFourRecordingWorkers } from '../harness/analysis.js';
 import { describeWithPostgres, openTestStore, type TestStore } from '../harness/engines.js';
 import { waitFor } from '../harness/wait.js';
 import { newId, runBatch } from '../fixtures/batches.js';
@@ -45,23 +42,7 @@ describeWithPostgres('analysis workers sharing one PostgreSQL queue [postgres]',
       traceIds.push(trace.id);
     }
 
-    const analysed = new Map<string, string[]>();
-    const heuristic = new HeuristicAnalyzer();
-    const counting = (name: string): Analyzer => ({
-      name: 'heuristic',
-      async analyze(run) {
-        analysed.set(run.trace.id, [...(analysed.get(run.trace.id) ?? []), name]);
-        // yield, so that the workers' claims interleave
-        await new Promise((r) => setTimeout(r, Math.random() * 3));
-        return heuristic.analyze(run);
-      },
-    });
-    const workers: AnalysisWorker[] = [
-      startTestWorker(t.store, { analyzer: counting('a1'), workerId: 'a1', pollMs: 20 }),
-      startTestWorker(t.store, { analyzer: counting('a2'), workerId: 'a2', pollMs: 20 }),
-      startTestWorker(second, { analyzer: counting('b1'), workerId: 'b1', pollMs: 20 }),
-      startTestWorker(second, { analyzer: counting('b2'), workerId: 'b2', pollMs: 20 }),
-    ];
+    const { workers, analysed } = startFourRecordingWorkers(t.store, second);
     try {
       await t.store.sql.query("UPDATE analysis_jobs SET run_after = now() WHERE state = 'pending'");
       await waitFor(

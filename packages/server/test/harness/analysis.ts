@@ -69,3 +69,37 @@ export function jobsOf(store: Store, traceId: string): Promise<JobRow[]> {
 export function getAnalysis(url: string, token: string, traceId: string) {
   return send(url, `/v1/traces/${traceId}/analysis`, undefined, { token });
 }
+
+/**
+ * Four heuristic workers, two on each of two stores (two instances' pools on one database),
+ * that record which worker analysed each trace, and pause a few ms inside each job so that their
+ * claims interleave.
+ */
+export function startFourRecordingWorkers(
+  first: Store,
+  second: Store,
+): { workers: AnalysisWorker[]; analysed: Map<string, string[]> } {
+  const analysed = new Map<string, string[]>();
+  const heuristic = new HeuristicAnalyzer();
+  const recording = (name: string): Analyzer => ({
+    name: 'heuristic',
+    async analyze(run) {
+      analysed.set(run.trace.id, [...(analysed.get(run.trace.id) ?? []), name]);
+      await new Promise((r) => setTimeout(r, Math.random() * 3));
+      return heuristic.analyze(run);
+    },
+  });
+  const workers = [
+    ['a1', first],
+    ['a2', first],
+    ['b1', second],
+    ['b2', second],
+  ].map(([workerId, store]) =>
+    startTestWorker(store as Store, {
+      analyzer: recording(workerId as string),
+      workerId: workerId as string,
+      pollMs: 20,
+    }),
+  );
+  return { workers, analysed };
+}
