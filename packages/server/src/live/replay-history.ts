@@ -27,6 +27,7 @@ export function replayHistoryFrom(traces: Pick<TraceStore, 'recentRuns'>): Repla
       createdBefore: window.before,
       runs: REBUILT_RUNS,
       eventsPerRun: REBUILT_EVENTS_PER_RUN,
+      maxBytes: REBUILT_MAX_BYTES,
     });
     const kept: string[] = [];
     let bytes = 0;

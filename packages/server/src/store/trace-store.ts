@@ -474,12 +474,20 @@ export class TraceStore {
 
   /**
    * The agent's most recently started runs among those created in [`createdFrom`,
-   * `createdBefore`), oldest first, each with its last `eventsPerRun` events (by sequence): what
-   * a live replay is rebuilt from when the bus lost the batches (see live/replay-history.ts).
+   * `createdBefore`), oldest first, each with its last `eventsPerRun` events (by sequence) as far
+   * as `maxBytes` allows, newest runs first: what a live replay is rebuilt from when the bus lost
+   * the batches (see live/replay-history.ts). Nothing past the budget is loaded.
    */
   async recentRuns(
     agentId: string,
-    options: { createdFrom: Date; createdBefore: Date; runs: number; eventsPerRun: number },
+    options: {
+      createdFrom: Date;
+      createdBefore: Date;
+      runs: number;
+      eventsPerRun: number;
+      /** Event bytes (payloads, error messages) loaded in all, newest runs' events first. */
+      maxBytes: number;
+    },
   ): Promise<{ trace: Trace; events: Event[] }[]> {
     const traces = await this.sql.query<TraceRow>(
       `SELECT ${TRACE_COLUMNS} FROM traces t
@@ -489,16 +497,40 @@ export class TraceStore {
       [agentId, options.createdFrom, options.createdBefore, options.runs],
     );
     if (traces.length === 0) return [];
-    const events = await this.sql.query<EventRow>(
-      `SELECT ${EVENT_COLUMNS} FROM (
-         SELECT e.*, row_number() OVER (
-           PARTITION BY e.trace_id ORDER BY e.sequence DESC, e.id DESC) AS newest
+    // Sizes first (the payloads stay in the database), then only the events within the budget.
+    const keys = await this.sql.query<{ id: string; traceId: string; bytes: number }>(
+      `SELECT e.id, e.trace_id AS "traceId", e.bytes FROM (
+         SELECT e.id, e.trace_id, e.sequence,
+           (octet_length(e.payload::text) + coalesce(octet_length(e.error_message), 0))::int AS bytes,
+           row_number() OVER (PARTITION BY e.trace_id ORDER BY e.sequence DESC, e.id DESC) AS newest
          FROM events e WHERE e.trace_id = ANY($1::text[])
        ) e
        WHERE e.newest <= $2
-       ORDER BY e.trace_id, e.sequence, e.id`,
+       ORDER BY e.trace_id, e.sequence DESC, e.id DESC`,
       [traces.map((t) => t.id), options.eventsPerRun],
     );
+    const keysOf = new Map<string, { id: string; bytes: number }[]>();
+    for (const key of keys) {
+      const list = keysOf.get(key.traceId);
+      if (list) list.push(key);
+      else keysOf.set(key.traceId, [key]);
+    }
+    const chosen: string[] = [];
+    let bytes = 0;
+    fill: for (const trace of traces)
+      for (const key of keysOf.get(trace.id) ?? []) {
+        if (bytes + key.bytes > options.maxBytes) break fill;
+        bytes += key.bytes;
+        chosen.push(key.id);
+      }
+    const events =
+      chosen.length === 0
+        ? []
+        : await this.sql.query<EventRow>(
+            `SELECT ${EVENT_COLUMNS} FROM events e WHERE e.id = ANY($1::text[])
+             ORDER BY e.trace_id, e.sequence, e.id`,
+            [chosen],
+          );
     const byTrace = new Map<string, Event[]>();
     for (const row of events) {
       const event = eventFromRow(row);
