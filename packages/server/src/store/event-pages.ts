@@ -1,4 +1,5 @@
-import type { Event } from '@flightlog/protocol';
+import { isIdentifier, type Event } from '@flightlog/protocol';
+import { decodePageCursor, encodePageCursor } from './page-cursor.js';
 import type { SqlExecutor } from './sql-client.js';
 import { EVENT_COLUMNS, eventFromRow, type EventRow } from './trace-rows.js';
 
@@ -71,26 +72,11 @@ export async function eventsOf(
   return rows.map(eventFromRow);
 }
 
-export function encodeEventCursor(position: EventPosition): string {
-  return Buffer.from(JSON.stringify(position)).toString('base64url');
+export function encodeEventCursor([sequence, id]: EventPosition): string {
+  return encodePageCursor(sequence, id);
 }
 
 export function decodeEventCursor(cursor: string): EventPosition | undefined {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (
-      Array.isArray(value) &&
-      value.length === 2 &&
-      typeof value[0] === 'string' &&
-      // at most 15 digits: within a bigint, so never a database error
-      /^\d{1,15}$/.test(value[0]) &&
-      typeof value[1] === 'string' &&
-      value[1].length > 0 &&
-      value[1].length <= 1024
-    )
-      return [value[0], value[1]];
-  } catch {
-    // not base64url JSON: not one of ours
-  }
-  return undefined;
+  // at most 15 digits: within a bigint, so never a database error
+  return decodePageCursor(cursor, (sequence) => /^\d{1,15}$/.test(sequence), isIdentifier);
 }

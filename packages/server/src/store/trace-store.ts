@@ -16,6 +16,7 @@ import {
 } from './event-pages.js';
 import { toItemJson, type ItemJson } from './batch-json.js';
 import { ID_CONFLICT_PREFIX, IdConflictError } from './id-conflict.js';
+import { decodePageCursor, encodePageCursor } from './page-cursor.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import {
   EVENT_COLUMNS,
@@ -317,27 +318,13 @@ function writeParams(
 }
 
 /** Cursor of the trace list: the last row's start time (microseconds, UTC) and id. */
-function encodeCursor(startedAt: string, id: string): string {
-  return Buffer.from(JSON.stringify([startedAt, id])).toString('base64url');
-}
-
 export function decodeCursor(cursor: string): [string, string] | undefined {
-  try {
-    const value: unknown = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (
-      Array.isArray(value) &&
-      value.length === 2 &&
-      typeof value[0] === 'string' &&
-      /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(value[0]) &&
-      isIsoDateTime(value[0]) &&
-      typeof value[1] === 'string' &&
-      isIdentifier(value[1])
-    )
-      return [value[0], value[1]];
-  } catch {
-    // fall through: not a cursor this service wrote
-  }
-  return undefined;
+  return decodePageCursor(
+    cursor,
+    (startedAt) =>
+      /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/.test(startedAt) && isIsoDateTime(startedAt),
+    isIdentifier,
+  );
 }
 
 /** Traces, events, accepted batch ids and the analysis queue: the SQL of ingest and reads. */
@@ -568,7 +555,7 @@ export class TraceStore {
     const page = rows.slice(0, options.limit);
     const last = page[page.length - 1];
     const nextCursor =
-      rows.length > options.limit && last ? encodeCursor(last.cursorTime, last.id) : null;
+      rows.length > options.limit && last ? encodePageCursor(last.cursorTime, last.id) : null;
     return {
       traces: page.map(({ cursorTime: _cursor, ...trace }) => traceFromRow(trace)),
       nextCursor,
