@@ -36,15 +36,18 @@ export class BacklogOverflowError extends Error {
 
 /**
  * Batches published while the live bus was unreachable, oldest first, bounded in bytes. Past the
- * budget the oldest batches go first, and each agent that lost one is remembered (up to
- * `maxGapAgents`) so its stream can be told to re-read from the read API. No I/O: the bus
- * decides when to write and what to do with what this gives up.
+ * budget the agent holding the most bytes gives up its oldest batch first, so one agent flooding
+ * during an outage costs its own stream, not the others'; each agent that lost one is
+ * remembered (up to `maxGapAgents`) so its stream can be told to re-read from the read API. No
+ * I/O: the bus decides when to write and what to do with what this gives up.
  */
 export class PublishBacklog {
   private queue: PendingBatch[] = [];
   /** Index of the oldest batch in `queue` (shifting a long array is O(n)). */
   private head = 0;
   private heldBytes = 0;
+  /** Bytes held per agent, to find the one that gives up first. */
+  private readonly agentBytes = new Map<string, number>();
   private readonly gaps = new Map<string, Gap>();
   /** Agents that lost batches but could not be remembered (past `maxGapAgents`). */
   unannounced = 0;
@@ -75,14 +78,37 @@ export class PublishBacklog {
     let at = this.queue.length;
     while (at > this.head && (this.queue[at - 1] as PendingBatch).seq > batch.seq) at--;
     this.queue.splice(at, 0, batch);
-    this.heldBytes += batch.bytes;
+    this.hold(batch, 1);
     const dropped: PendingBatch[] = [];
     while (this.heldBytes > this.maxBytes && this.size > 0) {
-      const oldest = this.shift() as PendingBatch;
+      const victim = this.biggestAgent();
+      const index = this.queue.findIndex((b, i) => i >= this.head && b.agentId === victim);
+      const [oldest] = this.queue.splice(index, 1) as [PendingBatch];
+      this.hold(oldest, -1);
       this.recordGap(oldest);
       dropped.push(oldest);
     }
     return dropped;
+  }
+
+  /** Counts `batch` in (1) or out (-1) of the bytes held, in all and for its agent. */
+  private hold(batch: PendingBatch, sign: 1 | -1): void {
+    this.heldBytes += sign * batch.bytes;
+    const left = (this.agentBytes.get(batch.agentId) ?? 0) + sign * batch.bytes;
+    if (left > 0) this.agentBytes.set(batch.agentId, left);
+    else this.agentBytes.delete(batch.agentId);
+  }
+
+  /** The agent holding the most bytes (a look per agent, only when over budget). */
+  private biggestAgent(): string | undefined {
+    let biggest: string | undefined;
+    let most = -1;
+    for (const [agentId, bytes] of this.agentBytes)
+      if (bytes > most) {
+        biggest = agentId;
+        most = bytes;
+      }
+    return biggest;
   }
 
   /** The oldest `count` batches, still held. */
@@ -95,7 +121,7 @@ export class PublishBacklog {
     if (this.size === 0) return undefined;
     const batch = this.queue[this.head] as PendingBatch;
     this.head++;
-    this.heldBytes -= batch.bytes;
+    this.hold(batch, -1);
     if (this.head > 1024 && this.head * 2 > this.queue.length) {
       this.queue = this.queue.slice(this.head);
       this.head = 0;
@@ -112,7 +138,7 @@ export class PublishBacklog {
     const at = this.queue.indexOf(batch, this.head);
     if (at < 0) return false;
     this.queue.splice(at, 1);
-    this.heldBytes -= batch.bytes;
+    this.hold(batch, -1);
     return true;
   }
 
@@ -157,7 +183,7 @@ export class PublishBacklog {
       (batch.agentId === agentId ? removed : kept).push(batch);
     this.queue = kept;
     this.head = 0;
-    for (const batch of removed) this.heldBytes -= batch.bytes;
+    for (const batch of removed) this.hold(batch, -1);
     this.gaps.delete(agentId);
     return removed;
   }
@@ -168,6 +194,7 @@ export class PublishBacklog {
     this.queue = [];
     this.head = 0;
     this.heldBytes = 0;
+    this.agentBytes.clear();
     this.gaps.clear();
     return all;
   }

@@ -40,22 +40,39 @@ describe('the live bus backlog (batches waiting for Redis)', () => {
     expect(backlog.bytes).toBe(20);
   });
 
-  it('past its budget gives up the oldest batches, and remembers which agents lost how many, and when', () => {
+  it('past its budget the agent holding the most gives up its oldest batch, and the backlog remembers which agents lost how many, and when', () => {
     const backlog = new PublishBacklog(100);
-    const batches = [batch('a', 40), batch('b', 40), batch('a', 40), batch('c', 40)];
+    const batches = [batch('a', 40), batch('b', 40), batch('a', 40), batch('c', 10)];
     const dropped = batches.flatMap((b) => backlog.push(b));
-    expect(seqs(dropped)).toEqual(seqs(batches.slice(0, 2)));
-    expect(seqs(backlog.peek(10))).toEqual(seqs(batches.slice(2)));
-    expect(backlog.bytes).toBe(80);
+    // a holds 80 of 120: its oldest goes, though b's is not much younger
+    expect(seqs(dropped)).toEqual([batches[0]!.seq]);
+    expect(seqs(backlog.peek(10))).toEqual(seqs(batches.slice(1)));
+    expect(backlog.bytes).toBe(90);
     expect(backlog.hasGaps).toBe(true);
     const gaps = backlog.takeGaps();
-    expect([...gaps.keys()].sort()).toEqual(['a', 'b']);
+    expect([...gaps.keys()]).toEqual(['a']);
     expect(gaps.get('a')).toEqual({
       missedBatches: 1,
       from: batches[0]!.publishedAt,
       to: batches[0]!.publishedAt,
     });
     expect(backlog.hasGaps).toBe(false);
+  });
+
+  it('one agent flooding during an outage loses its own batches, not the others’', () => {
+    const backlog = new PublishBacklog(1_000);
+    const quiet = [batch('quiet-1', 50), batch('quiet-2', 50)];
+    for (const b of quiet) backlog.push(b);
+    const flood = Array.from({ length: 200 }, () => batch('flood', 50));
+    const dropped = flood.flatMap((b) => backlog.push(b));
+    expect(dropped.every((b) => b.agentId === 'flood')).toBe(true);
+    expect(dropped).toHaveLength(200 - 18);
+    // the quiet agents' batches are all still there, and the flood's newest
+    const held = backlog.peek(1_000);
+    expect(held.slice(0, 2)).toEqual(quiet);
+    expect(seqs(held.slice(2))).toEqual(seqs(flood.slice(-18)));
+    expect([...backlog.takeGaps().keys()]).toEqual(['flood']);
+    expect(backlog.bytes).toBe(1_000);
   });
 
   it('gives up a batch larger than its whole budget at once', () => {
