@@ -9,6 +9,8 @@ import { compareMessageIds } from '../../src/live/live-bus.js';
 import { createRedisBus } from '../../src/live/redis-bus.js';
 import { openStore, type Store } from '../../src/store/open-store.js';
 import { redisUrl } from '../harness/engines.js';
+import { RedisProcess } from '../harness/redis-process.js';
+import { TcpProxy } from '../harness/tcp-proxy.js';
 import { postBatch, send } from '../harness/http.js';
 import { SseClient } from '../harness/sse-client.js';
 import { runBatch } from '../fixtures/batches.js';
@@ -97,6 +99,57 @@ describe.runIf(available)('Redis live bus', () => {
       await bus.close();
     }
   });
+
+  it('a stall while the stream holds large batches ends: the retried writes drain the backlog and Redis keeps answering', async () => {
+    // Break found in review: a retried (uncertain) write runs ADD_ONCE, whose XREVRANGE of the
+    // 100 newest entries copies them all into Lua. With an agent's batches of ~4 MB each, one
+    // retry takes ~1.2 s of Redis, more than the 500 ms command timeout, so it is uncertain
+    // again and retried again: the backlog never drains and Redis is blocked for every tenant.
+    const redis = await RedisProcess.start();
+    const proxy = new TcpProxy('127.0.0.1', redis.port);
+    await proxy.start();
+    const bus = createRedisBus({
+      url: `redis://127.0.0.1:${proxy.port}`,
+      keyPrefix: 'flightlog-test:stall:',
+      blockMs: 200,
+    });
+    // a PING Redis does not answer within 2 s fails, so the check below ends on time
+    const probe = new Redis(redis.url, { commandTimeout: 2_000, maxRetriesPerRequest: 0 });
+    probe.on('error', () => {});
+    try {
+      expect(await bus.ready(5_000)).toBe(true);
+      const big = JSON.stringify({ blob: 'y'.repeat(4 * 1024 * 1024) });
+      for (let i = 0; i < 40; i++) await bus.publish('agent-big', [big]);
+
+      proxy.stall();
+      const during = Array.from({ length: 10 }, (_, i) =>
+        bus.publish('agent-big', [JSON.stringify({ small: i })]).catch(() => []),
+      );
+      await sleep(1_500);
+      proxy.release();
+
+      // the backlog drains within a generous bound, and Redis answers PING promptly meanwhile
+      const deadline = Date.now() + 20_000;
+      let slowestPingMs = 0;
+      while (bus.backlog().batches > 0 && Date.now() < deadline) {
+        const started = Date.now();
+        await probe.ping().catch(() => undefined);
+        slowestPingMs = Math.max(slowestPingMs, Date.now() - started);
+        await sleep(100);
+      }
+      console.log(
+        `backlog after the stall: ${bus.backlog().batches} batches; slowest PING ${slowestPingMs} ms`,
+      );
+      expect(bus.backlog().batches).toBe(0);
+      expect(slowestPingMs).toBeLessThan(1_000);
+      await Promise.all(during);
+    } finally {
+      probe.disconnect();
+      await bus.close();
+      await proxy.close();
+      await redis.kill();
+    }
+  }, 60_000);
 
   describe('one instance with many streams', () => {
     const connectionName = `flightlog-live-test-${randomBytes(4).toString('hex')}`;
