@@ -27,14 +27,16 @@ export function replayHistoryFrom(traces: Pick<TraceStore, 'recentRuns'>): Repla
       createdBefore: window.before,
       runs: REBUILT_RUNS,
       eventsPerRun: REBUILT_EVENTS_PER_RUN,
-      maxBytes: REBUILT_MAX_BYTES,
+      // room left for the snapshots and the JSON around the events
+      maxBytes: Math.floor(REBUILT_MAX_BYTES * 0.875),
     });
     const kept: string[] = [];
     let bytes = 0;
     for (let i = runs.length - 1; i >= 0; i--) {
       const json = JSON.stringify(runs[i]);
+      // a run that does not fit is left out, not every run older than it
+      if (bytes + json.length > REBUILT_MAX_BYTES) continue;
       bytes += json.length;
-      if (bytes > REBUILT_MAX_BYTES) break;
       kept.push(json);
     }
     return kept.reverse();

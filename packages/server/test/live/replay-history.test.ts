@@ -60,11 +60,19 @@ describeEngines('a rebuilt replay reads the store within its byte budget [%s]', 
       },
     });
     const now = Date.now();
-    await history(agentId, { from: new Date(now - 86_400_000), before: new Date(now + 1_000) });
+    const rebuilt = await history(agentId, {
+      from: new Date(now - 86_400_000),
+      before: new Date(now + 1_000),
+    });
     console.log(
       `[${engine}] rebuilt replay loaded ${(loadedBytes / 1024 / 1024).toFixed(1)} MiB ` +
         `of events for a budget of ${REBUILT_MAX_BYTES / 1024 / 1024} MiB`,
     );
     expect(loadedBytes).toBeLessThanOrEqual(REBUILT_MAX_BYTES * 1.25);
+    // the run is still in the replay, with as many of its newest events as fit
+    expect(rebuilt).toHaveLength(1);
+    const run = JSON.parse(rebuilt[0] as string) as { events: Event[] };
+    expect(run.events.length).toBeGreaterThan(10);
+    expect(run.events.at(-1)?.sequence).toBe(EVENTS - 1);
   }, 60_000);
 });
