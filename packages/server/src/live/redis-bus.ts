@@ -50,8 +50,8 @@ type XReadReply = [key: string, entries: Entry[]][] | null;
 const REPLAY_PAGE = 100;
 
 /**
- * An entry is one batch, its items stored as repeated `d` fields, in order (after a `t` field,
- * the publish's token); or one `r` field, a resync notice.
+ * An entry is one batch, its items stored as repeated `d` fields, in order (its publish's token
+ * is in the agent's token stream, under the same id); or one `r` field, a resync notice.
  */
 function messagesOf([id, fields]: Entry): LiveMessage[] {
   const messages: LiveMessage[] = [];
@@ -69,7 +69,7 @@ function messagesOf([id, fields]: Entry): LiveMessage[] {
 
 /** Batches written per round of a backlog flush (sent together, answered in order). */
 const FLUSH_CHUNK = 100;
-/** How far back a retried write looks for its own token (see redis-scripts.ts). */
+/** How many of the agent's newest tokens a retried write looks through (see redis-scripts.ts). */
 const RETRY_LOOK_BACK = 100;
 /** A flush that failed is tried again after this, doubling up to the maximum. */
 const FLUSH_RETRY_MS = 250;
@@ -136,6 +136,8 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
   let epoch: Promise<string> | undefined;
   const epochKey = `${prefix}#epoch`;
   const rebuildMarker = (agentId: string) => `${prefix}#rebuilt:${agentId}`;
+  /** The tokens of an agent's newest writes (see redis-scripts.ts WRITE). */
+  const tokensKey = (agentId: string) => `${prefix}#tokens:${agentId}`;
   /** Rebuilds in flight on this instance, so concurrent replays of one agent share one. */
   const rebuilding = new Map<string, Promise<void>>();
 
@@ -272,35 +274,15 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
 
   /** One batch to its agent's stream; a retry of a write that may have landed adds it once. */
   async function write(batch: PendingBatch): Promise<string[]> {
-    let id: string;
-    if (batch.uncertain)
-      id = await scripts.addOnce(
-        key(batch.agentId),
-        bufferSize,
-        ttlSeconds,
-        RETRY_LOOK_BACK,
-        batch.token,
-        fieldsOf(batch),
-      );
-    else {
-      const results =
-        (await commands
-          .pipeline()
-          .xadd(
-            key(batch.agentId),
-            'MAXLEN',
-            String(bufferSize),
-            '*',
-            't',
-            batch.token,
-            ...fieldsOf(batch),
-          )
-          .expire(key(batch.agentId), ttlSeconds)
-          .exec()) ?? [];
-      const [error, added] = results[0] ?? [new Error('XADD had no reply'), null];
-      if (error) throw error;
-      id = added as string;
-    }
+    const id = await scripts.write(
+      key(batch.agentId),
+      tokensKey(batch.agentId),
+      bufferSize,
+      ttlSeconds,
+      batch.uncertain ? RETRY_LOOK_BACK : 0,
+      batch.token,
+      fieldsOf(batch),
+    );
     return batch.data.map((_, index) => messageId(id, index));
   }
 
@@ -553,7 +535,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     async forget(agentId) {
       // Its batches still waiting were meant for streams that no longer exist: not a loss.
       for (const batch of backlog.removeAgent(agentId)) batch.resolve([]);
-      await commands.del(key(agentId), rebuildMarker(agentId));
+      await commands.del(key(agentId), rebuildMarker(agentId), tokensKey(agentId));
     },
     backlog() {
       return { batches: backlog.size, bytes: backlog.bytes };

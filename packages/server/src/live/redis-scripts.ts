@@ -1,19 +1,24 @@
 import type { Redis } from 'ioredis';
 
 /**
- * Adds a batch unless an entry with its token is among the stream's newest entries: the retry
- * of a write that may already have reached Redis (a timeout, a connection lost after sending)
- * so that it is never added twice. Returns the entry's id, new or found.
- * KEYS[1] stream; ARGV: maxlen, ttl seconds, entries to look back, token, then field/value pairs.
+ * Adds a batch to its agent's stream, and its token, under the same id, to the agent's token
+ * stream: a small stream of the tokens of the newest writes, so that the retry of a write that
+ * may already have reached Redis (a timeout, a connection lost after sending) looks among
+ * tokens, not among batches that may be megabytes each, and never adds one twice. Returns the
+ * entry's id, new or found. KEYS[1] stream, KEYS[2] token stream; ARGV: maxlen, ttl seconds,
+ * tokens to look back (0: a first write, no look), token, then field/value pairs.
  */
-const ADD_ONCE = `
-local recent = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[3])
-for _, entry in ipairs(recent) do
-  local fields = entry[2]
-  if fields[1] == 't' and fields[2] == ARGV[4] then return entry[1] end
+const WRITE = `
+if ARGV[3] ~= '0' then
+  local recent = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[3])
+  for _, entry in ipairs(recent) do
+    if entry[2][2] == ARGV[4] then return entry[1] end
+  end
 end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', 't', ARGV[4], unpack(ARGV, 5))
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', unpack(ARGV, 5))
+redis.call('XADD', KEYS[2], 'MAXLEN', ARGV[1], id, 't', ARGV[4])
 redis.call('EXPIRE', KEYS[1], ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[2])
 return id
 `;
 
@@ -56,8 +61,9 @@ return room
 
 /** The bus's scripts, as commands of one connection (EVALSHA, with EVAL when not cached). */
 export interface LiveScripts {
-  addOnce(
+  write(
     stream: string,
+    tokens: string,
     maxLen: number,
     ttlSeconds: number,
     lookBack: number,
@@ -75,17 +81,17 @@ export interface LiveScripts {
 }
 
 type ScriptCommands = {
-  flightlogAddOnce(...args: (string | number)[]): Promise<string>;
+  flightlogWrite(...args: (string | number)[]): Promise<string>;
   flightlogRebuild(...args: (string | number)[]): Promise<number>;
 };
 
 export function defineLiveScripts(redis: Redis): LiveScripts {
-  redis.defineCommand('flightlogAddOnce', { numberOfKeys: 1, lua: ADD_ONCE });
+  redis.defineCommand('flightlogWrite', { numberOfKeys: 2, lua: WRITE });
   redis.defineCommand('flightlogRebuild', { numberOfKeys: 2, lua: REBUILD });
   const commands = redis as unknown as ScriptCommands;
   return {
-    addOnce: (stream, maxLen, ttl, lookBack, token, fields) =>
-      commands.flightlogAddOnce(stream, maxLen, ttl, lookBack, token, ...fields),
+    write: (stream, tokens, maxLen, ttl, lookBack, token, fields) =>
+      commands.flightlogWrite(stream, tokens, maxLen, ttl, lookBack, token, ...fields),
     rebuild: (stream, marker, epoch, bufferSize, ttl, runs) =>
       commands.flightlogRebuild(stream, marker, epoch, bufferSize, ttl, ...runs),
   };
