@@ -61,7 +61,7 @@ export async function startServer(
       ...(options.logger !== undefined ? { logger: options.logger } : {}),
     });
     const log = built.app.log;
-    logBusError = (error) => log.debug({ err: error }, 'live bus: Redis unavailable');
+    logBusError = (error) => log.debug({ err: error }, 'live bus error');
     await built.app.listen({ port: config.port, host: config.host });
     if (config.analysisWorker) {
       worker = workerFromConfig(config, store, { logger: built.app.log, metrics: built.metrics });

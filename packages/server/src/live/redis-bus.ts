@@ -432,7 +432,11 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     let running = rebuilding.get(agentId);
     if (!running) {
       running = rebuildIfLost(agentId)
-        .catch(onError)
+        .catch((error: unknown) =>
+          onError(
+            new Error(`live replay of ${agentId} not rebuilt from the store`, { cause: error }),
+          ),
+        )
         .finally(() => rebuilding.delete(agentId));
       rebuilding.set(agentId, running);
     }
