@@ -167,7 +167,12 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     },
   });
 
-  const bus = deps.bus ?? createInProcessBus({ maxBytes: config.liveBufferMaxBytes });
+  const bus =
+    deps.bus ??
+    createInProcessBus({
+      maxBytes: config.liveBufferMaxBytes,
+      agentMaxBytes: config.liveAgentBufferMaxBytes,
+    });
   const streams = new StreamRegistry(config.liveMaxStreamsPerUser);
   metrics.watchLiveBacklog(() => bus.backlog());
 

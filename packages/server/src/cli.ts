@@ -66,7 +66,12 @@ async function withLiveBus<T>(
   work: (bus: LiveBus | undefined) => Promise<T>,
 ): Promise<T> {
   if (!config.redisUrl) return work(undefined);
-  const bus = createRedisBus({ url: config.redisUrl, keyPrefix: config.liveRedisPrefix });
+  const bus = createRedisBus({
+    url: config.redisUrl,
+    keyPrefix: config.liveRedisPrefix,
+    totalMaxBytes: config.liveBufferMaxBytes,
+    agentMaxBytes: config.liveAgentBufferMaxBytes,
+  });
   try {
     if (!(await bus.ready(2_000)))
       warn('Redis is unreachable: running servers see this change at their next check (5 s)');

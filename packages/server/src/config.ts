@@ -74,8 +74,10 @@ export interface Config {
   /** Bytes of batches the Redis bus keeps while Redis is unreachable, to deliver once it is back. */
   liveBacklogMaxBytes: number;
   liveRedisPrefix: string;
-  /** Memory the in-process bus may hold across all agents. */
+  /** Bytes of batches the live bus (either engine) keeps across all agents. */
   liveBufferMaxBytes: number;
+  /** Bytes of batches the live bus (either engine) keeps per agent. */
+  liveAgentBufferMaxBytes: number;
 }
 
 export class ConfigError extends Error {
@@ -279,6 +281,13 @@ export function loadConfig(env: Env = process.env): Config {
       'LIVE_BUFFER_MAX_BYTES',
       256 * 1024 * 1024,
       1024 * 1024,
+      64 * 1024 * 1024 * 1024,
+    ),
+    liveAgentBufferMaxBytes: integer(
+      env,
+      'LIVE_AGENT_BUFFER_MAX_BYTES',
+      32 * 1024 * 1024,
+      64 * 1024,
       64 * 1024 * 1024 * 1024,
     ),
   };

@@ -43,6 +43,8 @@ export async function startServer(
       ? createRedisBus({
           url: config.redisUrl,
           keyPrefix: config.liveRedisPrefix,
+          totalMaxBytes: config.liveBufferMaxBytes,
+          agentMaxBytes: config.liveAgentBufferMaxBytes,
           backlogMaxBytes: config.liveBacklogMaxBytes,
           history: replayHistoryFrom(store.traces),
           onError: (error) => logBusError(error),

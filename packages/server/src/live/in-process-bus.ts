@@ -1,5 +1,8 @@
 import {
+  LIVE_AGENT_BUFFER_MAX_BYTES,
   LIVE_BUFFER,
+  LIVE_BUFFER_MAX_BYTES,
+  REPLAY_PAGE_BYTES,
   messageId,
   splitMessageId,
   type LiveBus,
@@ -11,10 +14,13 @@ export interface InProcessBusOptions {
   /** Batches kept per agent (the spec's 1000). */
   bufferSize?: number;
   /**
-   * Bytes kept across all agents: past it the oldest batches (of any agent) are dropped first,
-   * so many busy agents cannot grow this process's memory without bound.
+   * Bytes kept across all agents: past it the agent holding the most drops its oldest batches
+   * first, so many busy agents cannot grow this process's memory without bound, and one
+   * flooding agent costs its own replay, not the others'. Default 256 MiB.
    */
   maxBytes?: number;
+  /** Bytes kept per agent (its newest batch whatever its size). Default 32 MiB. */
+  agentMaxBytes?: number;
 }
 
 export interface InProcessBus extends LiveBus {
@@ -35,16 +41,19 @@ interface Entry {
  */
 export function createInProcessBus(options: InProcessBusOptions = {}): InProcessBus {
   const bufferSize = options.bufferSize ?? LIVE_BUFFER;
-  const maxBytes = options.maxBytes ?? 256 * 1024 * 1024;
+  const maxBytes = options.maxBytes ?? LIVE_BUFFER_MAX_BYTES;
+  const agentMaxBytes = options.agentMaxBytes ?? LIVE_AGENT_BUFFER_MAX_BYTES;
   const boot = Date.now();
   let next = 0;
   let bytes = 0;
   // Maps iterate in insertion order, which is publish order: the first key is the oldest, and
   // dropping any entry (cap or budget) is O(1) in both maps.
-  /** Every buffered entry, oldest first: the byte budget evicts from the front. */
+  /** Every buffered entry, oldest first. */
   const entries = new Map<string, Entry>();
   /** Per agent, its buffered entries, oldest first. */
   const buffers = new Map<string, Map<string, Entry>>();
+  /** Per agent, the bytes of its buffered entries. */
+  const agentBytes = new Map<string, number>();
   const listeners = new Map<string, Set<LiveListener>>();
 
   const sizeOf = (data: string) => data.length * 2 + 64;
@@ -55,6 +64,21 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
     buffer?.delete(entry.id);
     if (buffer?.size === 0) buffers.delete(entry.agentId);
     bytes -= entry.bytes;
+    const left = (agentBytes.get(entry.agentId) ?? 0) - entry.bytes;
+    if (left > 0) agentBytes.set(entry.agentId, left);
+    else agentBytes.delete(entry.agentId);
+  }
+
+  /** The agent holding the most bytes (a look per agent, only when over the total). */
+  function biggestAgent(): string | undefined {
+    let biggest: string | undefined;
+    let most = -1;
+    for (const [agentId, held] of agentBytes)
+      if (held > most) {
+        biggest = agentId;
+        most = held;
+      }
+    return biggest;
   }
 
   function oldest<T>(map: Map<string, T>): T | undefined {
@@ -81,18 +105,37 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
       buffer.set(id, entry);
       entries.set(id, entry);
       bytes += entry.bytes;
-      if (buffer.size > bufferSize) drop(oldest(buffer) as Entry);
-      while (bytes > maxBytes && entries.size > 0) drop(oldest(entries) as Entry);
+      agentBytes.set(agentId, (agentBytes.get(agentId) ?? 0) + entry.bytes);
+      while (
+        buffer.size > 1 &&
+        (buffer.size > bufferSize || (agentBytes.get(agentId) ?? 0) > agentMaxBytes)
+      )
+        drop(oldest(buffer) as Entry);
+      while (bytes > maxBytes && entries.size > 0) {
+        const victim = buffers.get(biggestAgent() as string) as Map<string, Entry>;
+        drop(oldest(victim) as Entry);
+      }
       for (const listener of listeners.get(agentId) ?? [])
         for (const message of messages) listener.message(message);
       return messages.map((m) => m.id);
     },
     async replay(agentId, afterId, maxBatches = Infinity) {
       const buffered = [...(buffers.get(agentId)?.values() ?? [])];
-      const page = (from: number) => ({
-        messages: buffered.slice(from, from + maxBatches).flatMap((e) => e.messages),
-        complete: from + maxBatches >= buffered.length,
-      });
+      // pages of at most maxBatches and about REPLAY_PAGE_BYTES (at least one batch), as on Redis
+      const page = (from: number) => {
+        let end = from;
+        let held = 0;
+        while (end < buffered.length && end - from < maxBatches) {
+          const next = (buffered[end] as Entry).bytes;
+          if (end > from && maxBatches !== Infinity && held + next > REPLAY_PAGE_BYTES * 2) break;
+          held += next;
+          end++;
+        }
+        return {
+          messages: buffered.slice(from, end).flatMap((e) => e.messages),
+          complete: end >= buffered.length,
+        };
+      };
       const all = () => ({ ...page(0), resumed: false });
       if (afterId === undefined) return all();
       const { entryId, index } = splitMessageId(afterId);

@@ -42,9 +42,10 @@ export type BusStatus = 'connected' | 'interrupted';
 export interface LiveListener {
   message(message: LiveMessage): void;
   /**
-   * The bus lost (`interrupted`) or regained (`connected`) its connection. A listener that
-   * subscribes while the bus is interrupted is told so at once. A replay that fails leaves the
-   * bus `interrupted` until it works again, so `connected` always follows a failed replay.
+   * The bus lost (`interrupted`) or regained (`connected`) its connection, or real-time
+   * delivery of this listener's agent failed or works again (that agent's listeners only). A
+   * listener that subscribes while the bus is interrupted is told so at once. A replay that
+   * fails tells no listener: it is the failure of the stream that asked (see live-stream.ts).
    */
   status(status: BusStatus): void;
 }
@@ -98,6 +99,15 @@ export interface LiveBus {
 
 /** How many batches each agent's buffer keeps (the spec's replay depth). */
 export const LIVE_BUFFER = 1000;
+/**
+ * Bytes of batches each agent's buffer keeps by default (LIVE_AGENT_BUFFER_MAX_BYTES): with big
+ * batches an agent's replay holds fewer than LIVE_BUFFER of them, its newest always.
+ */
+export const LIVE_AGENT_BUFFER_MAX_BYTES = 32 * 1024 * 1024;
+/** Bytes of batches a bus keeps across all agents by default (LIVE_BUFFER_MAX_BYTES). */
+export const LIVE_BUFFER_MAX_BYTES = 256 * 1024 * 1024;
+/** About how many bytes one page of a replay holds (at least one batch, whatever its size). */
+export const REPLAY_PAGE_BYTES = 1024 * 1024;
 
 /** The id of item `index` of buffer entry `entryId`. */
 export function messageId(entryId: string, index: number): string {

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import {
+  LIVE_AGENT_BUFFER_MAX_BYTES,
   LIVE_BUFFER,
+  LIVE_BUFFER_MAX_BYTES,
+  REPLAY_PAGE_BYTES,
   compareMessageIds,
   isMessageId,
   messageId,
@@ -36,6 +39,13 @@ export interface RedisBusOptions {
   /** Where an agent's replay is rebuilt from when Redis lost its stream (restarted empty). */
   history?: ReplayHistory;
   bufferSize?: number;
+  /** Bytes of batches kept per agent (its newest batch whatever its size). Default 32 MiB. */
+  agentMaxBytes?: number;
+  /**
+   * Bytes of batches kept across all agents; past it the agent holding the most gives up its
+   * oldest first. Default 256 MiB.
+   */
+  totalMaxBytes?: number;
   /** Seconds an agent's stream lives after its last message (abandoned agents cost nothing). */
   ttlSeconds?: number;
   /** The bus's connections show in CLIENT LIST as `<name>-commands` and `<name>-reader`. */
@@ -46,8 +56,23 @@ export interface RedisBusOptions {
 type Entry = [id: string, fields: string[]];
 type XReadReply = [key: string, entries: Entry[]][] | null;
 
-/** Entries per XRANGE of a replay. */
+/** Entries per page of a replay. */
 const REPLAY_PAGE = 100;
+/** Token-stream entries per agent per blocking read (small: an id, a token and a size each). */
+const TWINS_PER_READ = 100;
+/**
+ * Bytes of batches one round of real-time delivery reads, shared among the agents that have
+ * news, the agents with the least first: an agent posting megabytes cannot make the others
+ * wait behind its backlog.
+ */
+const ROUND_BYTES = 8 * 1024 * 1024;
+/** Each agent with news gets at least this much of a round (and always one batch). */
+const MIN_AGENT_SHARE = 256 * 1024;
+/**
+ * At most this many agents with more news than MIN_AGENT_SHARE are read at once on the bulk
+ * reader (ROUND_BYTES each), beside the rounds of the others; past it they share the rounds.
+ */
+const MAX_BULK_READS = 4;
 
 /**
  * An entry is one batch, its items stored as repeated `d` fields, in order (its publish's token
@@ -66,6 +91,19 @@ function messagesOf([id, fields]: Entry): LiveMessage[] {
       });
   return messages;
 }
+
+/** The size a token-stream entry gives its batch (see redis-scripts.ts). */
+function twinBytes(fields: string[]): number {
+  for (let i = 0; i + 1 < fields.length; i += 2)
+    if (fields[i] === 'b') return Number(fields[i + 1]) || 0;
+  return 0;
+}
+
+/**
+ * Batches at least this big (in the backlog's measure, about twice their JSON) are written on a
+ * connection of their own, so that other agents' small writes do not queue behind megabytes.
+ */
+const BULK_BATCH_BYTES = 512 * 1024;
 
 /** Batches written per round of a backlog flush (sent together, answered in order). */
 const FLUSH_CHUNK = 100;
@@ -119,8 +157,27 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     connectionName: `${connectionName}-commands`,
   });
   commands.on('error', onError);
-  const scripts = defineLiveScripts(commands);
+  const bulk = new Redis(options.url, {
+    ...base,
+    // megabytes take longer to send than one small write
+    commandTimeout: (options.commandTimeoutMs ?? 500) * 4,
+    connectionName: `${connectionName}-bulk`,
+  });
+  bulk.on('error', onError);
   const ttlSeconds = options.ttlSeconds ?? 86_400;
+  const bounds = {
+    maxBatches: bufferSize,
+    agentMaxBytes: options.agentMaxBytes ?? LIVE_AGENT_BUFFER_MAX_BYTES,
+    totalMaxBytes: options.totalMaxBytes ?? LIVE_BUFFER_MAX_BYTES,
+    ttlSeconds,
+  };
+  const scripts = defineLiveScripts(commands, prefix, bounds);
+  const bulkScripts = defineLiveScripts(bulk, prefix, bounds);
+  /**
+   * Per agent, the lane its writes in flight use and how many: an agent's next write takes the
+   * same lane, so its batches reach its stream in publish order whichever lane they take.
+   */
+  const inFlight = new Map<string, { bulk: boolean; writes: number }>();
 
   const backlog = new PublishBacklog(options.backlogMaxBytes ?? 64 * 1024 * 1024);
   let publishSeq = 0;
@@ -141,12 +198,30 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
   /** Rebuilds in flight on this instance, so concurrent replays of one agent share one. */
   const rebuilding = new Map<string, Promise<void>>();
 
+  const tokensPrefix = `${prefix}#tokens:`;
   const listeners = new Map<string, Set<Watcher>>();
+  /** Agents whose last real-time read failed on its own (their streams were told). */
+  const failing = new Set<string>();
   /** Per watched agent: the id after which the reader delivers. */
   const cursors = new Map<string, string>();
   let status: BusStatus = 'connected';
   let closed = false;
   let reader = newReader();
+  let readerScripts = defineLiveScripts(reader, prefix, bounds);
+  /**
+   * Reads of agents with much news (megabytes of batches) go on a connection of their own, so
+   * that the rounds of the others do not wait for those replies; such an agent is left out of
+   * the blocking reads until its read is delivered (one read in flight per agent: in order).
+   */
+  const bulkReader = new Redis(options.url, {
+    ...base,
+    enableOfflineQueue: true,
+    commandTimeout: 5_000,
+    connectionName: `${connectionName}-bulk-reader`,
+  });
+  bulkReader.on('error', onError);
+  const bulkReaderScripts = defineLiveScripts(bulkReader, prefix, bounds);
+  const bulkReads = new Set<string>();
   let wake: (() => void) | undefined;
   /** Redis client id of the reader connection, to interrupt its blocking read (CLIENT UNBLOCK). */
   let readerId: number | undefined;
@@ -167,7 +242,33 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
   function setStatus(next: BusStatus): void {
     if (status === next) return;
     status = next;
+    failing.clear();
     for (const set of listeners.values()) for (const watcher of set) watcher.listener.status(next);
+  }
+
+  /** One agent's real-time reads failed (`interrupted`) or work again: its streams only. */
+  function setAgentStatus(agentId: string, next: BusStatus): void {
+    if ((next === 'interrupted') === failing.has(agentId)) return;
+    if (next === 'interrupted') failing.add(agentId);
+    else failing.delete(agentId);
+    for (const watcher of listeners.get(agentId) ?? []) watcher.listener.status(next);
+  }
+
+  /** Hands a page of an agent's entries to its watchers and moves its cursor past them. */
+  function deliver(agentId: string, entries: Entry[]): void {
+    for (const entry of entries) {
+      const id = entry[0];
+      // never backwards: a read started from an older cursor may overlap a newer one
+      const cursor = cursors.get(agentId);
+      if (cursor === undefined) return;
+      if (compareMessageIds(id, cursor) > 0) cursors.set(agentId, id);
+      let messages: LiveMessage[] | undefined;
+      for (const watcher of listeners.get(agentId) ?? []) {
+        if (compareMessageIds(id, watcher.start) <= 0) continue;
+        messages ??= messagesOf(entry);
+        for (const message of messages) watcher.listener.message(message);
+      }
+    }
   }
   commands.on('close', () => setStatus('interrupted'));
   // Also with no stream open (no reads to notice it), so the next stream is not told of an
@@ -179,10 +280,64 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     flushBacklog();
   });
 
+  /**
+   * One round of real-time delivery: a blocking read of the watched agents' token streams says
+   * who has news and how many bytes of it; then each of them gets its share of the round's
+   * bytes, the agents with the least news first, read and delivered in that order. What is left
+   * of an agent's news is read in the next round, which starts at once.
+   */
+  /**
+   * Ends the blocking read in progress, so that the next one includes a newly watched agent. The
+   * read may not have reached Redis yet when this does (nothing to unblock): then again, briefly.
+   */
+  function interruptRead(attempt = 0): void {
+    if (!reading || readerId === undefined || attempt > 5) return;
+    commands
+      .client('UNBLOCK', readerId)
+      .then((unblocked) => {
+        if (unblocked === 0) setTimeout(() => interruptRead(attempt + 1), 5).unref();
+      })
+      .catch(onError);
+  }
+
+  /** A read of an agent's news is in: to its watchers, and its cursor past it. */
+  function delivered(
+    agentId: string,
+    read: { entries: Entry[]; complete: boolean },
+    lastTwin: string | undefined,
+  ): void {
+    setAgentStatus(agentId, 'connected');
+    deliver(agentId, read.entries);
+    // twins of batches that are gone (trimmed meanwhile) are not read again
+    const cursor = cursors.get(agentId);
+    if (read.complete && lastTwin !== undefined && cursor !== undefined)
+      if (compareMessageIds(lastTwin, cursor) > 0) cursors.set(agentId, lastTwin);
+  }
+
+  /** Reads an agent's megabytes of news beside the rounds; a failure is its streams' alone. */
+  function readInBulk(agentId: string, lastTwin: string | undefined): void {
+    const cursor = cursors.get(agentId);
+    if (cursor === undefined) return;
+    bulkReads.add(agentId);
+    bulkReaderScripts
+      .read(agentId, `(${cursor}`, TWINS_PER_READ, ROUND_BYTES)
+      .then(
+        (read) => delivered(agentId, read, lastTwin),
+        (error: unknown) => {
+          if (closed) return;
+          onError(error);
+          setAgentStatus(agentId, 'interrupted');
+        },
+      )
+      .finally(() => {
+        bulkReads.delete(agentId);
+        // back into the blocking reads
+        wake?.();
+        interruptRead();
+      });
+  }
+
   async function readOnce(): Promise<void> {
-    const agents = [...cursors.keys()];
-    const streams = agents.map(key);
-    const ids = agents.map((a) => cursors.get(a) as string);
     let timer: NodeJS.Timeout | undefined;
     const watchdog = new Promise<never>((_, reject) => {
       timer = setTimeout(() => reject(new Error('blocking read hung')), blockMs + 3_000);
@@ -190,28 +345,62 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     });
     try {
       readerId ??= (await Promise.race([reader.client('ID'), watchdog])) as number;
+      // the agents watched now: one subscribing from here on interrupts this read
+      const agents = [...cursors.keys()].filter((a) => !bulkReads.has(a));
+      if (agents.length === 0) return;
+      const ids = agents.map((a) => cursors.get(a) as string);
       reading = true;
       const reply = (await Promise.race([
-        reader.xread('COUNT', 1000, 'BLOCK', blockMs, 'STREAMS', ...streams, ...ids),
+        reader.xread(
+          'COUNT',
+          TWINS_PER_READ,
+          'BLOCK',
+          blockMs,
+          'STREAMS',
+          ...agents.map(tokensKey),
+          ...ids,
+        ),
         watchdog,
       ])) as XReadReply;
+      reading = false;
       if (commands.status === 'ready') setStatus('connected');
-      for (const [streamKey, entries] of reply ?? []) {
-        const agentId = streamKey.slice(prefix.length);
-        if (!cursors.has(agentId)) continue;
-        for (const entry of entries) {
-          const id = entry[0];
-          // never backwards: a read started from an older cursor may overlap a newer one
-          const cursor = cursors.get(agentId);
-          if (cursor === undefined) break;
-          if (compareMessageIds(id, cursor) > 0) cursors.set(agentId, id);
-          let messages: LiveMessage[] | undefined;
-          for (const watcher of listeners.get(agentId) ?? []) {
-            if (compareMessageIds(id, watcher.start) <= 0) continue;
-            messages ??= messagesOf(entry);
-            for (const message of messages) watcher.listener.message(message);
-          }
+      const news = (reply ?? [])
+        .map(([streamKey, twins]) => ({
+          agentId: streamKey.slice(tokensPrefix.length),
+          bytes: twins.reduce((sum, [, fields]) => sum + twinBytes(fields), 0),
+          lastTwin: twins.at(-1)?.[0],
+        }))
+        .filter(({ agentId }) => cursors.has(agentId))
+        .sort((a, b) => a.bytes - b.bytes);
+      const share = Math.max(MIN_AGENT_SHARE, Math.floor(ROUND_BYTES / Math.max(1, news.length)));
+      const inRound = news.filter(({ agentId, bytes, lastTwin }) => {
+        if (bytes <= MIN_AGENT_SHARE || bulkReads.size >= MAX_BULK_READS) return true;
+        readInBulk(agentId, lastTwin);
+        return false;
+      });
+      // sent together (one round trip), answered in order: the smallest news is delivered first
+      const reads = inRound.map(({ agentId, lastTwin }) => {
+        const page = readerScripts.read(
+          agentId,
+          `(${cursors.get(agentId) as string}`,
+          TWINS_PER_READ,
+          share,
+        );
+        page.catch(() => {}); // awaited below, unless an earlier one failed the round
+        return { agentId, lastTwin, page };
+      });
+      for (const { agentId, lastTwin, page } of reads) {
+        let read: Awaited<typeof page>;
+        try {
+          read = await Promise.race([page, watchdog]);
+        } catch (error) {
+          // Redis refused this agent's read (a key of the wrong type): its streams, not the bus
+          if (!isReplyError(error)) throw error;
+          onError(error);
+          setAgentStatus(agentId, 'interrupted');
+          continue;
         }
+        delivered(agentId, read, lastTwin);
       }
     } catch (error) {
       if (closed) return;
@@ -220,6 +409,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       if ((error as Error).message === 'blocking read hung') {
         reader.disconnect();
         reader = newReader();
+        readerScripts = defineLiveScripts(reader, prefix, bounds);
       }
       await sleep(250);
     } finally {
@@ -230,43 +420,60 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
 
   /**
    * Up to `max` of the stream's entries from `start` (an entry id, inclusive, or `-`) on, and
-   * whether that was all. Read in pages: one XRANGE of a full stream is ~20 MB, which the
-   * client parses two to three times slower than the same entries in pages of 100, and which
-   * could outlast the command timeout on a busy machine. Entries added while paging are read
-   * too (their ids dedupe them against live delivery).
+   * whether that was all. Read in pages of at most REPLAY_PAGE entries and about
+   * REPLAY_PAGE_BYTES, so that no reply holds the shared connection for long however big the
+   * agent's batches are (a page of 100 entries of 5 MiB each once outlasted the command timeout
+   * and took every other agent's publishes with it). Entries added while paging are read too
+   * (their ids dedupe them against live delivery).
    */
-  async function entriesFrom(agentId: string, start: string, max: number) {
+  async function entriesFrom(agentId: string, start: string, max: number, untilCut: boolean) {
     const entries: Entry[] = [];
     let from = start;
     while (entries.length < max) {
       const count = Math.min(REPLAY_PAGE, max - entries.length);
-      const page = (await commands.xrange(key(agentId), from, '+', 'COUNT', count)) as Entry[];
-      entries.push(...page);
-      const last = page.at(-1);
-      if (page.length < count || last === undefined) return { entries, complete: true };
+      const page = await scripts.read(agentId, from, count, REPLAY_PAGE_BYTES);
+      entries.push(...page.entries);
+      const last = page.entries.at(-1);
+      if (page.complete || last === undefined) return { entries, complete: true };
+      // a page cut by bytes ends the call: the caller sends it before asking for more
+      if (untilCut && page.entries.length < count) return { entries, complete: false };
       from = `(${last[0]}`;
     }
     return { entries, complete: false };
   }
 
   /** Everything after `afterId` when its entry is still in the stream, else everything. */
-  async function replayFrom(agentId: string, afterId: string | undefined, maxBatches: number) {
+  async function replayFrom(
+    agentId: string,
+    afterId: string | undefined,
+    maxBatches: number,
+    paged: boolean,
+  ) {
     if (afterId !== undefined && isMessageId(afterId)) {
       const { entryId, index } = splitMessageId(afterId);
       // one read from that entry on: if its first entry is that one, the client resumes
-      const from = await entriesFrom(agentId, entryId, maxBatches + 1);
+      const from = await entriesFrom(agentId, entryId, maxBatches + 1, paged);
       const first = from.entries[0];
       if (first?.[0] === entryId) {
         const items = messagesOf(first);
-        if (index < items.length)
+        if (index < items.length) {
+          const messages = [
+            ...items.slice(index + 1),
+            ...from.entries.slice(1).flatMap(messagesOf),
+          ];
+          if (messages.length > 0 || from.complete)
+            return { messages, resumed: true, complete: from.complete };
+          // the page was that entry alone (cut by bytes) and it was all sent: go on after it
+          const after = await entriesFrom(agentId, `(${entryId}`, maxBatches, paged);
           return {
-            messages: [...items.slice(index + 1), ...from.entries.slice(1).flatMap(messagesOf)],
+            messages: after.entries.flatMap(messagesOf),
             resumed: true,
-            complete: from.complete,
+            complete: after.complete,
           };
+        }
       }
     }
-    const all = await entriesFrom(agentId, '-', maxBatches);
+    const all = await entriesFrom(agentId, '-', maxBatches, paged);
     return { messages: all.entries.flatMap(messagesOf), resumed: false, complete: all.complete };
   }
 
@@ -274,16 +481,24 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
 
   /** One batch to its agent's stream; a retry of a write that may have landed adds it once. */
   async function write(batch: PendingBatch): Promise<string[]> {
-    const id = await scripts.write(
-      key(batch.agentId),
-      tokensKey(batch.agentId),
-      bufferSize,
-      ttlSeconds,
-      batch.uncertain ? RETRY_LOOK_BACK : 0,
-      batch.token,
-      fieldsOf(batch),
-    );
-    return batch.data.map((_, index) => messageId(id, index));
+    let lane = inFlight.get(batch.agentId);
+    if (!lane) {
+      // a bulk connection still connecting would refuse it: the shared one takes it then
+      lane = { bulk: batch.bytes >= BULK_BATCH_BYTES && bulk.status === 'ready', writes: 0 };
+      inFlight.set(batch.agentId, lane);
+    }
+    lane.writes++;
+    try {
+      const id = await (lane.bulk ? bulkScripts : scripts).write(
+        batch.agentId,
+        batch.uncertain ? RETRY_LOOK_BACK : 0,
+        batch.token,
+        fieldsOf(batch),
+      );
+      return batch.data.map((_, index) => messageId(id, index));
+    } finally {
+      if (--lane.writes === 0) inFlight.delete(batch.agentId);
+    }
   }
 
   /** Keeps a batch for when Redis is back; what the budget gives up is lost to the streams. */
@@ -322,15 +537,11 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       from: new Date(gap.from).toISOString(),
       to: new Date(gap.to).toISOString(),
     };
-    await commands
-      .pipeline()
-      .xadd(key(agentId), 'MAXLEN', String(bufferSize), '*', 'r', JSON.stringify(notice))
-      .expire(key(agentId), ttlSeconds)
-      .exec()
-      .then((results) => {
-        const failed = results?.find(([error]) => error)?.[0];
-        if (failed) throw failed;
-      });
+    // an entry like a batch's (with its twin), so it is counted, trimmed and delivered alike
+    await scripts.write(agentId, 0, randomBytes(12).toString('base64url'), [
+      'r',
+      JSON.stringify(notice),
+    ]);
   }
 
   /**
@@ -379,8 +590,9 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       })
       .finally(() => {
         flushing = false;
-        // published while the last chunk was in flight
-        if (backlog.size > 0 || backlog.hasGaps) flushBacklog();
+        // published while the last chunk was in flight; after a failure, the retry timer's
+        // (a write that fails at once would otherwise spin here)
+        if (flushTimer === undefined && (backlog.size > 0 || backlog.hasGaps)) flushBacklog();
       });
   }
 
@@ -414,14 +626,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       from: new Date(Math.min(lostAt, Date.now()) - ttlSeconds * 1000),
       before: new Date(lostAt),
     });
-    await scripts.rebuild(
-      key(agentId),
-      rebuildMarker(agentId),
-      current,
-      bufferSize,
-      ttlSeconds,
-      runs,
-    );
+    await scripts.rebuild(agentId, current, runs);
   }
 
   /**
@@ -445,7 +650,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
 
   const loop = (async () => {
     while (!closed) {
-      if (cursors.size === 0) {
+      if ([...cursors.keys()].every((agentId) => bulkReads.has(agentId))) {
         await new Promise<void>((resolve) => (wake = resolve));
         wake = undefined;
         continue;
@@ -483,26 +688,28 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
         });
       });
     },
+    // A replay that fails is its stream's failure, not the bus's: the stream warns its client
+    // and asks again; other agents' streams are not told.
     async replay(agentId, afterId, maxBatches) {
-      try {
-        await rebuildOnce(agentId);
-        if (maxBatches === undefined)
-          // all of it: what is added meanwhile reaches subscribers live
-          return { ...(await replayFrom(agentId, afterId, bufferSize)), complete: true };
-        return await replayFrom(agentId, afterId, Math.min(maxBatches, bufferSize));
-      } catch (error) {
-        // Streams that could not get their replay ask again on `connected`, which the next
-        // successful read (or reconnection) reports.
-        setStatus('interrupted');
-        throw error;
-      }
+      await rebuildOnce(agentId);
+      if (maxBatches === undefined)
+        // all of it: what is added meanwhile reaches subscribers live
+        return { ...(await replayFrom(agentId, afterId, bufferSize, false)), complete: true };
+      return await replayFrom(agentId, afterId, Math.min(maxBatches, bufferSize), true);
     },
     async subscribe(agentId, listener) {
       // This subscription starts after the newest entry that exists now (everything up to it
       // is replay's), whatever the shared reader has in flight for the agent.
       let start: string;
       try {
-        const newest = (await commands.xrevrange(key(agentId), '+', '-', 'COUNT', 1)) as Entry[];
+        // from the token stream: its newest entry has the id of the newest batch, without it
+        const newest = (await commands.xrevrange(
+          tokensKey(agentId),
+          '+',
+          '-',
+          'COUNT',
+          1,
+        )) as Entry[];
         start = newest[0]?.[0] ?? '0-0';
       } catch (error) {
         // Redis is down: deliver what is published from now on once it is back.
@@ -520,7 +727,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
         cursors.set(agentId, start);
         wake?.();
         // A read already blocking does not include this agent: end it now so the next one does.
-        if (reading && readerId !== undefined) commands.client('UNBLOCK', readerId).catch(onError);
+        interruptRead();
       }
       if (status === 'interrupted') listener.status('interrupted');
       let active = true;
@@ -539,7 +746,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     async forget(agentId) {
       // Its batches still waiting were meant for streams that no longer exist: not a loss.
       for (const batch of backlog.removeAgent(agentId)) batch.resolve([]);
-      await commands.del(key(agentId), rebuildMarker(agentId), tokensKey(agentId));
+      await scripts.forget(agentId);
     },
     backlog() {
       return { batches: backlog.size, bytes: backlog.bytes };
@@ -567,7 +774,9 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       for (const batch of backlog.clear()) batch.reject(new Error('the live bus is closed'));
       wake?.();
       reader.disconnect();
+      bulkReader.disconnect();
       commands.disconnect();
+      bulk.disconnect();
       await loop;
     },
   };
