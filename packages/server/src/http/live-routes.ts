@@ -164,6 +164,7 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
           message: (m: LiveMessage) =>
             ended || write(`id: ${m.id}\nevent: ${m.event ?? 'trace'}\ndata: ${m.data}\n\n`),
           drained,
+          ended: () => ended,
           warning: () => void write(WARNING),
           overflow: () => {
             request.log.warn(

@@ -10,6 +10,9 @@ import {
 
 /** Batches per page of a replay. */
 const REPLAY_PAGE_BATCHES = 100;
+/** A failed replay is asked again after this, doubling up to REPLAY_RETRY_MAX_MS. */
+const REPLAY_RETRY_MS = 500;
+const REPLAY_RETRY_MAX_MS = 8_000;
 
 /** Where a live stream's messages go (the HTTP layer writes them as SSE). */
 export interface LiveSink {
@@ -21,6 +24,11 @@ export interface LiveSink {
   warning(): void;
   /** Real-time messages piled up during a replay the client reads too slowly: give up on it. */
   overflow(): void;
+  /**
+   * The client left or was cut off: a replay in progress stops reading the bus for it (the
+   * stream learns this before its opener can unsubscribe).
+   */
+  ended(): boolean;
 }
 
 /**
@@ -30,14 +38,16 @@ export interface LiveSink {
  * repeats. The replay is paced by the client's connection (it may be 20 MB), and at most
  * `maxHeld` real-time batches wait behind it. A bus that is down at open time makes a warning,
  * not an error: the stream holds real-time messages and replays once the bus reports
- * `connected`. One warning per outage.
+ * `connected`. One warning per outage. A replay that fails while the bus stays up (this
+ * agent's batches could not be read) is this stream's alone: it warns and asks again on a
+ * backoff of its own, as well as on the next `connected`.
  */
 export async function openLiveStream(
   bus: LiveBus,
   agentId: string,
   lastEventId: string | undefined,
   sink: LiveSink,
-  options: { maxHeld: number; onError?: (error: unknown) => void },
+  options: { maxHeld: number; onError?: (error: unknown) => void; retryMs?: number },
 ): Promise<Subscription> {
   const resumeFrom =
     lastEventId !== undefined && isMessageId(lastEventId) ? lastEventId : undefined;
@@ -54,6 +64,21 @@ export async function openLiveStream(
   let warned = false;
   let closed = false;
   let lastSent: string | undefined;
+  const firstRetryMs = options.retryMs ?? REPLAY_RETRY_MS;
+  let retryMs = firstRetryMs;
+  let retryTimer: NodeJS.Timeout | undefined;
+
+  function retryLater(): void {
+    if (retryTimer !== undefined || closed) return;
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      if (closed || !holding) return;
+      replayDue = true;
+      catchUp().catch((error: unknown) => options.onError?.(error));
+    }, retryMs);
+    retryTimer.unref();
+    retryMs = Math.min(retryMs * 2, REPLAY_RETRY_MAX_MS);
+  }
 
   const isFirstItem = (m: LiveMessage) => splitMessageId(m.id).index === 0;
   const deliver = (message: LiveMessage): boolean => {
@@ -99,14 +124,22 @@ export async function openLiveStream(
           if (replay.resumed) lastSent ??= afterId;
           complete = replay.complete;
           afterId = replay.messages.at(-1)?.id ?? afterId;
+          if (sink.ended()) return;
           if (!complete) next = readPage(afterId);
           for (const message of replay.messages) {
-            if (overflowed || closed) return;
+            if (overflowed || closed || sink.ended()) return;
             if (!deliver(message)) await sink.drained();
           }
         }
-        // A page failed: the replay is due again on `connected`, from the last message sent.
-        if (!complete) continue;
+        // A page failed: the replay is due again (on `connected`, or on this stream's own
+        // backoff), from the last message sent.
+        if (!complete) {
+          retryLater();
+          continue;
+        }
+        retryMs = firstRetryMs;
+        clearTimeout(retryTimer);
+        retryTimer = undefined;
         while (held.length > 0 && !overflowed && !closed) {
           const message = held.shift() as LiveMessage;
           if (isFirstItem(message)) heldBatches--;
@@ -152,6 +185,7 @@ export async function openLiveStream(
     unsubscribe() {
       if (closed) return;
       closed = true;
+      clearTimeout(retryTimer);
       held.length = 0;
       subscription.unsubscribe();
     },

@@ -69,6 +69,7 @@ function recordingSink() {
   const sent: string[] = [];
   let warnings = 0;
   let overflows = 0;
+  let ended = false;
   const sink: LiveSink = {
     message: (m) => {
       sent.push(m.id);
@@ -77,10 +78,13 @@ function recordingSink() {
     drained: async () => {},
     warning: () => void warnings++,
     overflow: () => void overflows++,
+    ended: () => ended,
   };
   return {
     sink,
     sent,
+    /** The client leaves. */
+    leave: () => (ended = true),
     get warnings() {
       return warnings;
     },
@@ -99,8 +103,12 @@ async function open(
   sink: LiveSink,
   lastEventId?: string,
   maxHeld = 1000,
+  retryMs?: number,
 ) {
-  const opening = openLiveStream(scripted.bus, 'agent', lastEventId, sink, { maxHeld });
+  const opening = openLiveStream(scripted.bus, 'agent', lastEventId, sink, {
+    maxHeld,
+    ...(retryMs !== undefined ? { retryMs } : {}),
+  });
   for (let i = 0; i < 100 && !scripted.subscribed; i++) await tick();
   return opening;
 }
@@ -250,6 +258,44 @@ describe('openLiveStream hand-off (scripted bus)', () => {
     (await scripted.replayAsked(1)).reject(down());
     await opening;
     expect(out.warnings).toBe(1);
+  });
+
+  it('a replay that fails while the bus stays up is asked again on the stream’s own backoff, from where it stopped', async () => {
+    const scripted = scriptedBus();
+    const out = recordingSink();
+    const opening = open(scripted, out.sink, undefined, 1000, 20);
+    (await scripted.replayAsked(1)).resolve({
+      messages: ['1-0'].map(message),
+      resumed: false,
+      complete: false,
+    });
+    // this agent's batches could not be read; the bus reports nothing (other agents are fine)
+    (await scripted.replayAsked(2)).reject(down());
+    await opening;
+    expect(out.warnings).toBe(1);
+    expect(scripted.replays).toHaveLength(2);
+    await new Promise((resolve) => setTimeout(resolve, 60)); // the 20 ms backoff
+    const third = await scripted.replayAsked(3);
+    expect(third.afterId).toBe('1-0');
+    third.resolve({ messages: ['2-0'].map(message), resumed: true, complete: true });
+    for (let i = 0; i < 5; i++) await tick();
+    expect(out.sent).toEqual(['1-0', '2-0']);
+    scripted.listener.message(message('3-0'));
+    expect(out.sent.at(-1)).toBe('3-0');
+  });
+
+  it('stops reading the replay once its client has left, before its opener could unsubscribe', async () => {
+    const scripted = scriptedBus();
+    const out = recordingSink();
+    const opening = open(scripted, out.sink);
+    const first = await scripted.replayAsked(1);
+    out.leave();
+    first.resolve({ messages: ['1-0', '2-0'].map(message), resumed: false, complete: false });
+    await opening;
+    for (let i = 0; i < 5; i++) await tick();
+    // before: every page of the agent's buffer was read for nobody
+    expect(scripted.replays).toHaveLength(1);
+    expect(out.sent).toEqual([]);
   });
 
   it('a replay that fails without the bus reporting an outage still warns', async () => {
