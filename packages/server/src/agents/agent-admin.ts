@@ -107,9 +107,9 @@ export async function deleteAgent(
   return true;
 }
 
-/** Keys or members per page of the admin API: `limit` 1–1,000, 100 unless asked. */
+/** Keys or members per page of the admin API: `limit` 1–200 (as the read API's lists), 100 unless asked. */
 export const ADMIN_PAGE_DEFAULT = 100;
-export const ADMIN_PAGE_MAX = 1_000;
+export const ADMIN_PAGE_MAX = 200;
 
 /** A page of an agent's keys or members; `nextCursor` null on the last one. */
 export interface AdminPage<T> {

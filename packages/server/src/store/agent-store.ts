@@ -174,7 +174,7 @@ export class AgentStore {
   async listKeys(agentId: string, after: string | undefined, limit: number): Promise<AgentKey[]> {
     const rows = await this.sql.query<{ keyId: string; createdAt: Date; revokedAt: Date | null }>(
       `SELECT id AS "keyId", created_at AS "createdAt", revoked_at AS "revokedAt"
-       FROM api_keys WHERE agent_id = $1 AND id > $2 ORDER BY id LIMIT $3`,
+       FROM api_keys WHERE agent_id = $1 AND id > $2 ORDER BY agent_id, id LIMIT $3`,
       [agentId, after ?? '', limit],
     );
     return rows.map((k) => ({
@@ -188,7 +188,7 @@ export class AgentStore {
   listMembers(agentId: string, after: string | undefined, limit: number): Promise<AgentMember[]> {
     return this.sql.query<AgentMember>(
       `SELECT user_id AS "userId", role FROM members
-       WHERE agent_id = $1 AND user_id > $2 ORDER BY user_id LIMIT $3`,
+       WHERE agent_id = $1 AND user_id > $2 ORDER BY agent_id, user_id LIMIT $3`,
       [agentId, after ?? '', limit],
     );
   }

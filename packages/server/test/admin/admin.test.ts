@@ -544,7 +544,7 @@ describeEngines('admin API [%s]', (engine) => {
         // the rest, from the agent's cursors
         const keys = await admin(
           'GET',
-          `/admin/v1/agents/${agent.agentId}/keys?cursor=${res.body.keysNextCursor}&limit=1000`,
+          `/admin/v1/agents/${agent.agentId}/keys?cursor=${res.body.keysNextCursor}&limit=200`,
         );
         expect(keys.body.keys).toHaveLength(150);
         expect(keys.body.nextCursor).toBeNull();
@@ -555,7 +555,7 @@ describeEngines('admin API [%s]', (engine) => {
 
       it('lists every key and member once, in order, whatever the page size', async () => {
         const agent = await bigAgent();
-        for (const limit of [undefined, 1, 7, 1000]) {
+        for (const limit of [undefined, 1, 7, 200]) {
           const keys = await everyPage(`/admin/v1/agents/${agent.agentId}/keys`, 'keys', limit);
           const keyIds = keys.items.map((k) => k.keyId!);
           expect(keyIds).toHaveLength(250);
@@ -577,7 +577,7 @@ describeEngines('admin API [%s]', (engine) => {
       it('refuses a bad limit or cursor with 400 naming it, and an unknown agent with 404', async () => {
         const agent = await bigAgent();
         const base = `/admin/v1/agents/${agent.agentId}`;
-        for (const limit of ['0', '1001', 'x', '-1']) {
+        for (const limit of ['0', '201', 'x', '-1']) {
           const res = await admin('GET', `${base}/keys?limit=${limit}`);
           expect(isProblem(res, 400), res.text).toBe(true);
           expect(res.body.errors[0].pointer).toBe('/querystring/limit');
