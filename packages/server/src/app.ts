@@ -20,6 +20,7 @@ import { createInProcessBus } from './live/in-process-bus.js';
 import type { LiveBus } from './live/live-bus.js';
 import { LivePublisher } from './live/publish.js';
 import { StreamAccessGuard } from './live/stream-access-guard.js';
+import { QueueBudget } from './live/queue-budget.js';
 import { StreamRegistry } from './live/stream-registry.js';
 import { registerRequestMetrics } from './http/request-metrics.js';
 import { serializeError } from './observability/log-error.js';
@@ -205,6 +206,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     streams,
     heartbeatMs: config.liveHeartbeatMs,
     maxQueueBytes: config.liveMaxQueueBytes,
+    queueBudget: new QueueBudget(config.liveMaxTotalQueueBytes),
     retryMs: config.liveRetryMs,
     stallTimeoutMs: config.liveStallTimeoutMs,
   });

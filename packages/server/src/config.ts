@@ -60,6 +60,8 @@ export interface Config {
   liveMaxStreamsPerUser: number;
   /** Bytes a live stream may have waiting for a slow client before it is disconnected. */
   liveMaxQueueBytes: number;
+  /** Bytes all the live streams of an instance may have waiting together, whatever their number. */
+  liveMaxTotalQueueBytes: number;
   /** How long a live stream waits for a client that stopped reading before it is disconnected. */
   liveStallTimeoutMs: number;
   /**
@@ -264,6 +266,13 @@ export function loadConfig(env: Env = process.env): Config {
     liveHeartbeatMs: integer(env, 'LIVE_HEARTBEAT_MS', 15_000, 100, 300_000),
     liveMaxStreamsPerUser: integer(env, 'LIVE_MAX_STREAMS_PER_USER', 20, 1, 100_000),
     liveMaxQueueBytes: integer(env, 'LIVE_MAX_QUEUE_BYTES', 1024 * 1024, 1_024, 1024 * 1024 * 1024),
+    liveMaxTotalQueueBytes: integer(
+      env,
+      'LIVE_MAX_TOTAL_QUEUE_BYTES',
+      128 * 1024 * 1024,
+      64 * 1024,
+      64 * 1024 * 1024 * 1024,
+    ),
     liveStallTimeoutMs: integer(env, 'LIVE_STALL_TIMEOUT_MS', 10_000, 100, 600_000),
     liveAccessCheckMs: integer(env, 'LIVE_ACCESS_CHECK_MS', 2_000, 100, 4_000),
     liveRetryMs: integer(env, 'LIVE_RETRY_MS', 3_000, 0, 600_000),

@@ -1,7 +1,14 @@
 import { isIdentifier } from '@flightlog/protocol';
 import { ulid } from 'ulidx';
 import { generateApiKey, generateVerifyToken, hashSecret, newKeyId } from '../auth/secrets.js';
-import type { AgentRecord, AgentStore, MemberRole } from '../store/agent-store.js';
+import type {
+  AgentKey,
+  AgentMember,
+  AgentRow,
+  AgentStore,
+  MemberRole,
+} from '../store/agent-store.js';
+import { decodePageCursor, encodePageCursor } from '../store/page-cursor.js';
 
 export interface CreatedAgent {
   agentId: string;
@@ -100,6 +107,122 @@ export async function deleteAgent(
   return true;
 }
 
-export function getAgent(agents: AgentStore, agentId: string): Promise<AgentRecord | undefined> {
-  return agents.getAgent(agentId);
+/** Keys or members per page of the admin API: `limit` 1–200 (as the read API's lists), 100 unless asked. */
+export const ADMIN_PAGE_DEFAULT = 100;
+export const ADMIN_PAGE_MAX = 200;
+
+/** A page of an agent's keys or members; `nextCursor` null on the last one. */
+export interface AdminPage<T> {
+  items: T[];
+  nextCursor: string | null;
+}
+
+/** An agent with the first page of its keys and of its members. */
+export interface AgentRecord extends AgentRow {
+  keys: AgentKey[];
+  /** Where `GET /admin/v1/agents/:id/keys` goes on, or null when `keys` holds them all. */
+  keysNextCursor: string | null;
+  members: AgentMember[];
+  membersNextCursor: string | null;
+}
+
+export type PageOutcome<T> =
+  { kind: 'page'; page: AdminPage<T> } | { kind: 'no-agent' } | { kind: 'bad-cursor' };
+
+type List = 'keys' | 'members';
+type Read<T> = (after: string | undefined, limit: number) => Promise<T[]>;
+
+/** One page of `list` after `after` (one more row is read to know whether another follows). */
+async function pageOf<T>(
+  list: List,
+  read: Read<T>,
+  idOf: (item: T) => string,
+  after: string | undefined,
+  limit: number,
+): Promise<AdminPage<T>> {
+  const rows = await read(after, limit + 1);
+  const items = rows.slice(0, limit);
+  const last = items.at(-1);
+  // a cursor names its list, so one of members is refused by the keys endpoint
+  const more = rows.length > limit && last !== undefined;
+  return { items, nextCursor: more ? encodePageCursor(list, idOf(last)) : null };
+}
+
+const keyId = (key: AgentKey) => key.keyId;
+const userId = (member: AgentMember) => member.userId;
+
+/**
+ * An agent with the first page of its keys and of its members: an agent may have any number
+ * of either (keys are issued one request at a time, without a limit), and one answer listing
+ * 100,000 of each was 11 MB and held PGlite, so every agent's batches, for 2 s.
+ */
+export async function getAgent(
+  agents: AgentStore,
+  agentId: string,
+): Promise<AgentRecord | undefined> {
+  const agent = await agents.getAgent(agentId);
+  if (!agent) return undefined;
+  const first = ADMIN_PAGE_DEFAULT;
+  const keys = await pageOf('keys', readKeys(agents, agentId), keyId, undefined, first);
+  const members = await pageOf('members', readMembers(agents, agentId), userId, undefined, first);
+  return {
+    ...agent,
+    keys: keys.items,
+    keysNextCursor: keys.nextCursor,
+    members: members.items,
+    membersNextCursor: members.nextCursor,
+  };
+}
+
+const readKeys =
+  (agents: AgentStore, agentId: string): Read<AgentKey> =>
+  (after, limit) =>
+    agents.listKeys(agentId, after, limit);
+const readMembers =
+  (agents: AgentStore, agentId: string): Read<AgentMember> =>
+  (after, limit) =>
+    agents.listMembers(agentId, after, limit);
+
+export interface PageQuery {
+  cursor?: string | undefined;
+  limit: number;
+}
+
+/** A page of an agent's keys, in the order they were issued, after `query.cursor`. */
+export function listKeys(
+  agents: AgentStore,
+  agentId: string,
+  query: PageQuery,
+): Promise<PageOutcome<AgentKey>> {
+  return listPage(agents, agentId, query, 'keys', readKeys(agents, agentId), keyId);
+}
+
+/** A page of an agent's members, in user id order, after `query.cursor`. */
+export function listMembers(
+  agents: AgentStore,
+  agentId: string,
+  query: PageQuery,
+): Promise<PageOutcome<AgentMember>> {
+  return listPage(agents, agentId, query, 'members', readMembers(agents, agentId), userId);
+}
+
+async function listPage<T>(
+  agents: AgentStore,
+  agentId: string,
+  query: PageQuery,
+  list: List,
+  read: Read<T>,
+  idOf: (item: T) => string,
+): Promise<PageOutcome<T>> {
+  let after: string | undefined;
+  if (query.cursor !== undefined) {
+    after = decodePageCursor(
+      query.cursor,
+      (kind) => kind === list,
+      (id) => id.length > 0,
+    )?.[1];
+    if (after === undefined) return { kind: 'bad-cursor' };
+  }
+  if (!(await agents.getAgent(agentId))) return { kind: 'no-agent' };
+  return { kind: 'page', page: await pageOf(list, read, idOf, after, query.limit) };
 }

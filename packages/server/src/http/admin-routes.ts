@@ -8,13 +8,18 @@ import {
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
+  ADMIN_PAGE_DEFAULT,
+  ADMIN_PAGE_MAX,
   createAgent,
   createKey,
   deleteAgent,
   getAgent,
   grantMember,
+  listKeys,
+  listMembers,
   revokeKey,
   revokeMember,
+  type PageOutcome,
 } from '../agents/agent-admin.js';
 import type { ApiKeyResolver } from '../auth/api-key-resolver.js';
 import type { KeyGuessLimiter } from '../auth/key-guess-limiter.js';
@@ -52,6 +57,41 @@ const problems = {
   429: ProblemSchema,
 };
 const noAgent = () => new FlightlogError('not-found', 'No agent with this id.');
+const PageQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.String({ maxLength: 10 })),
+    cursor: Type.Optional(Type.String({ maxLength: 1024 })),
+  },
+  { additionalProperties: false },
+);
+
+/** `limit` as a number, or the `400` naming it. */
+function pageLimit(text: string | undefined): number {
+  if (text === undefined) return ADMIN_PAGE_DEFAULT;
+  const limit = Number(text);
+  if (!/^\d+$/.test(text) || limit < 1 || limit > ADMIN_PAGE_MAX)
+    throw new FlightlogError('validation-failed', 'The request does not match the schema.', {
+      fieldErrors: [
+        {
+          pointer: '/querystring/limit',
+          detail: `must be a whole number from 1 to ${ADMIN_PAGE_MAX}`,
+        },
+      ],
+    });
+  return limit;
+}
+
+/** The page of an outcome, or the `400` / `404` it stands for. */
+function pageOrThrow<T>(outcome: PageOutcome<T>): { items: T[]; nextCursor: string | null } {
+  if (outcome.kind === 'no-agent') throw noAgent();
+  if (outcome.kind === 'bad-cursor')
+    throw new FlightlogError('validation-failed', 'The request does not match the schema.', {
+      fieldErrors: [
+        { pointer: '/querystring/cursor', detail: 'is not a cursor returned by this endpoint' },
+      ],
+    });
+  return outcome.page;
+}
 
 /** Agent, key and member administration; registered only when ADMIN_TOKEN is set. */
 export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async (app, options) => {
@@ -102,11 +142,54 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
 
   app.get(
     '/admin/v1/agents/:id',
-    { schema: { summary: 'An agent, its keys (ids only) and members', params: AgentParams } },
+    {
+      schema: {
+        summary:
+          'An agent with the first 100 of its keys (ids only) and of its members, and the ' +
+          'cursors of the rest',
+        params: AgentParams,
+      },
+    },
     async (request) => {
       const agent = await getAgent(agents, request.params.id);
       if (!agent) throw noAgent();
       return agent;
+    },
+  );
+
+  app.get(
+    '/admin/v1/agents/:id/keys',
+    {
+      schema: {
+        summary: "A page of an agent's keys (ids only), in the order they were issued",
+        params: AgentParams,
+        querystring: PageQuery,
+      },
+    },
+    async (request) => {
+      const { cursor, limit } = request.query;
+      const page = pageOrThrow(
+        await listKeys(agents, request.params.id, { cursor, limit: pageLimit(limit) }),
+      );
+      return { keys: page.items, nextCursor: page.nextCursor };
+    },
+  );
+
+  app.get(
+    '/admin/v1/agents/:id/members',
+    {
+      schema: {
+        summary: "A page of an agent's members, in user id order",
+        params: AgentParams,
+        querystring: PageQuery,
+      },
+    },
+    async (request) => {
+      const { cursor, limit } = request.query;
+      const page = pageOrThrow(
+        await listMembers(agents, request.params.id, { cursor, limit: pageLimit(limit) }),
+      );
+      return { members: page.items, nextCursor: page.nextCursor };
     },
   );
 

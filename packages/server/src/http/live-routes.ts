@@ -10,6 +10,7 @@ import {
   type Subscription,
 } from '../live/live-bus.js';
 import { openLiveStream } from '../live/live-stream.js';
+import type { QueueAccount, QueueBudget } from '../live/queue-budget.js';
 import type { StreamRegistry } from '../live/stream-registry.js';
 import type { Store } from '../store/open-store.js';
 import { requireUser, userOf } from './authentication.js';
@@ -21,6 +22,8 @@ export interface LiveRoutesOptions {
   streams: StreamRegistry;
   heartbeatMs: number;
   maxQueueBytes: number;
+  /** What all the streams of this instance may have waiting, together (LIVE_MAX_TOTAL_QUEUE_BYTES). */
+  queueBudget: QueueBudget;
   retryMs: number;
   /** Longest the stream waits for a drain before it gives up on the client. */
   stallTimeoutMs: number;
@@ -58,9 +61,12 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
       let subscription: Subscription | undefined;
       const timers: { heartbeat?: NodeJS.Timeout; expiry?: NodeJS.Timeout } = {};
       let ended = false;
+      // set once the stream is admitted; `end` frees its part of the instance's budget
+      const budget: { account?: QueueAccount } = {};
       const end = () => {
         if (ended) return;
         ended = true;
+        if (budget.account) options.queueBudget.release(budget.account);
         clearInterval(timers.heartbeat);
         clearTimeout(timers.expiry);
         subscription?.unsubscribe();
@@ -85,6 +91,7 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
           retryAfterSeconds: 5,
         });
 
+      const queued = (budget.account = options.queueBudget.account());
       reply.hijack();
       res.on('close', end);
       // A client gone while its token and role were checked has had its 'close' already: it
@@ -115,11 +122,25 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
       res.on('drain', () => {
         clearTimeout(grace);
         grace = undefined;
+        options.queueBudget.update(queued, 0);
       });
       res.on('close', () => clearTimeout(grace));
       const write = (chunk: string): boolean => {
         if (ended) return true;
+        // Over the instance's budget, a client holding more than its share is cut at once,
+        // not after the grace period: what it would buffer meanwhile is what the budget bounds.
+        // (String length: bytes for the ASCII of most JSON, and no pass over the chunk.)
+        if (!options.queueBudget.admits(queued, chunk.length)) {
+          request.log.warn(
+            { agentId, waitingBytes: res.writableLength },
+            'live streams over LIVE_MAX_TOTAL_QUEUE_BYTES; disconnecting a slow client',
+          );
+          end();
+          res.destroy();
+          return true;
+        }
         const more = res.write(chunk);
+        options.queueBudget.update(queued, res.writableLength);
         if (res.writableLength > options.maxQueueBytes && grace === undefined) {
           grace = setTimeout(cutIfStillBehind, SLOW_CLIENT_GRACE_MS);
           grace.unref();

@@ -3,13 +3,22 @@ import type { SqlClient } from './sql-client.js';
 export type MemberRole = 'owner' | 'editor' | 'viewer';
 export const MEMBER_ROLES: readonly MemberRole[] = ['owner', 'editor', 'viewer'];
 
-export interface AgentRecord {
+export interface AgentKey {
+  keyId: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export interface AgentMember {
+  userId: string;
+  role: MemberRole;
+}
+
+export interface AgentRow {
   id: string;
   name: string | null;
   createdAt: string;
   verifiedAt: string | null;
-  keys: { keyId: string; createdAt: string; revokedAt: string | null }[];
-  members: { userId: string; role: MemberRole }[];
 }
 
 /** A user and an agent: whom a live stream was opened for, and on which agent. */
@@ -138,7 +147,7 @@ export class AgentStore {
     return rows.length > 0;
   }
 
-  async getAgent(id: string): Promise<AgentRecord | undefined> {
+  async getAgent(id: string): Promise<AgentRow | undefined> {
     const [agent] = await this.sql.query<{
       id: string;
       name: string | null;
@@ -150,26 +159,37 @@ export class AgentStore {
       [id],
     );
     if (!agent) return undefined;
-    const keys = await this.sql.query<{ keyId: string; createdAt: Date; revokedAt: Date | null }>(
-      `SELECT id AS "keyId", created_at AS "createdAt", revoked_at AS "revokedAt"
-       FROM api_keys WHERE agent_id = $1 ORDER BY created_at, id`,
-      [id],
-    );
-    const members = await this.sql.query<{ userId: string; role: MemberRole }>(
-      'SELECT user_id AS "userId", role FROM members WHERE agent_id = $1 ORDER BY user_id',
-      [id],
-    );
     return {
       id: agent.id,
       name: agent.name,
       createdAt: iso(agent.createdAt),
       verifiedAt: isoOrNull(agent.verifiedAt),
-      keys: keys.map((k) => ({
-        keyId: k.keyId,
-        createdAt: iso(k.createdAt),
-        revokedAt: isoOrNull(k.revokedAt),
-      })),
-      members,
     };
+  }
+
+  /**
+   * Up to `limit` keys of an agent in key id order (the order they were issued), after the key
+   * id `after`: one range of an index, however many keys the agent has.
+   */
+  async listKeys(agentId: string, after: string | undefined, limit: number): Promise<AgentKey[]> {
+    const rows = await this.sql.query<{ keyId: string; createdAt: Date; revokedAt: Date | null }>(
+      `SELECT id AS "keyId", created_at AS "createdAt", revoked_at AS "revokedAt"
+       FROM api_keys WHERE agent_id = $1 AND id > $2 ORDER BY agent_id, id LIMIT $3`,
+      [agentId, after ?? '', limit],
+    );
+    return rows.map((k) => ({
+      keyId: k.keyId,
+      createdAt: iso(k.createdAt),
+      revokedAt: isoOrNull(k.revokedAt),
+    }));
+  }
+
+  /** Up to `limit` members of an agent in user id order, after the user id `after`. */
+  listMembers(agentId: string, after: string | undefined, limit: number): Promise<AgentMember[]> {
+    return this.sql.query<AgentMember>(
+      `SELECT user_id AS "userId", role FROM members
+       WHERE agent_id = $1 AND user_id > $2 ORDER BY agent_id, user_id LIMIT $3`,
+      [agentId, after ?? '', limit],
+    );
   }
 }

@@ -92,7 +92,7 @@ describeEngines('admin API [%s]', (engine) => {
           }),
         ];
         for (const res of await Promise.all(calls)) expect(isProblem(res, 401)).toBe(true);
-        expect((await server.store.agents.getAgent(agent.agentId))?.members).toEqual([]);
+        expect(await server.store.agents.listMembers(agent.agentId, undefined, 10)).toEqual([]);
       });
     });
 
@@ -411,10 +411,12 @@ describeEngines('admin API [%s]', (engine) => {
           createdAt: expect.any(String),
           verifiedAt: null,
           keys: expect.any(Array),
+          keysNextCursor: null,
           members: expect.arrayContaining([
             { userId: 'zoe', role: 'owner' },
             { userId: 'adam', role: 'viewer' },
           ]),
+          membersNextCursor: null,
         });
         expect(res.body.members).toHaveLength(2);
         expect(Date.parse(res.body.createdAt)).not.toBeNaN();
@@ -489,6 +491,108 @@ describeEngines('admin API [%s]', (engine) => {
       it('answers 404 for an unknown agent', async () => {
         const res = await admin('GET', `/admin/v1/agents/no-such-${newId()}`);
         expect(isProblem(res, 404)).toBe(true);
+      });
+    });
+
+    describe("an agent's keys and members, page by page", () => {
+      /** 250 keys (one issued through the API) and 250 members, written straight to the store. */
+      async function bigAgent() {
+        const agent = await createAgent({ id: `big-${newId()}` });
+        const issued = await admin('POST', `/admin/v1/agents/${agent.agentId}/keys`);
+        await server.store.sql.query(
+          `INSERT INTO api_keys (id, agent_id, key_hash)
+           SELECT 'key_bulk_' || $1 || '_' || lpad(g::text, 4, '0'), $1, md5($1 || g) || md5(g || $1)
+           FROM generate_series(1, 248) g`,
+          [agent.agentId],
+        );
+        await server.store.sql.query(
+          `INSERT INTO members (agent_id, user_id, role)
+           SELECT $1, 'user-' || lpad(g::text, 4, '0'), 'viewer' FROM generate_series(1, 250) g`,
+          [agent.agentId],
+        );
+        return { ...agent, issuedKeyId: issued.body.keyId as string };
+      }
+
+      /** Follows `nextCursor` from the first page to the last; every page checked on the way. */
+      async function everyPage(path: string, list: 'keys' | 'members', limit?: number) {
+        const items: { keyId?: string; userId?: string }[] = [];
+        let cursor: string | null = null;
+        let pages = 0;
+        do {
+          const query = new URLSearchParams();
+          if (limit !== undefined) query.set('limit', String(limit));
+          if (cursor !== null) query.set('cursor', cursor);
+          const res = await admin('GET', `${path}?${query}`);
+          expect(res.status, res.text).toBe(200);
+          expect(res.body[list].length).toBeLessThanOrEqual(limit ?? 100);
+          items.push(...res.body[list]);
+          cursor = res.body.nextCursor;
+          pages++;
+        } while (cursor !== null);
+        return { items, pages };
+      }
+
+      it('GET of the agent shows the first 100 of each and the cursors of the rest', async () => {
+        const agent = await bigAgent();
+        const res = await admin('GET', `/admin/v1/agents/${agent.agentId}`);
+        expect(res.status).toBe(200);
+        expect(res.body.keys).toHaveLength(100);
+        expect(res.body.members).toHaveLength(100);
+        expect(res.body.members[0]).toEqual({ userId: 'user-0001', role: 'viewer' });
+        expect(typeof res.body.keysNextCursor).toBe('string');
+        expect(typeof res.body.membersNextCursor).toBe('string');
+        // the rest, from the agent's cursors
+        const keys = await admin(
+          'GET',
+          `/admin/v1/agents/${agent.agentId}/keys?cursor=${res.body.keysNextCursor}&limit=200`,
+        );
+        expect(keys.body.keys).toHaveLength(150);
+        expect(keys.body.nextCursor).toBeNull();
+        const ids = [...res.body.keys, ...keys.body.keys].map((k: { keyId: string }) => k.keyId);
+        expect(new Set(ids).size).toBe(250);
+        expect(ids).toContain(agent.issuedKeyId);
+      });
+
+      it('lists every key and member once, in order, whatever the page size', async () => {
+        const agent = await bigAgent();
+        for (const limit of [undefined, 1, 7, 200]) {
+          const keys = await everyPage(`/admin/v1/agents/${agent.agentId}/keys`, 'keys', limit);
+          const keyIds = keys.items.map((k) => k.keyId!);
+          expect(keyIds).toHaveLength(250);
+          expect(new Set(keyIds).size).toBe(250);
+          expect([...keyIds].sort()).toEqual(keyIds);
+          const members = await everyPage(
+            `/admin/v1/agents/${agent.agentId}/members`,
+            'members',
+            limit,
+          );
+          expect(members.items.map((m) => m.userId)).toEqual(
+            Array.from({ length: 250 }, (_, i) => `user-${String(i + 1).padStart(4, '0')}`),
+          );
+          // the last page is known to be the last: no empty page after it
+          expect(members.pages).toBe(Math.ceil(250 / (limit ?? 100)));
+        }
+      });
+
+      it('refuses a bad limit or cursor with 400 naming it, and an unknown agent with 404', async () => {
+        const agent = await bigAgent();
+        const base = `/admin/v1/agents/${agent.agentId}`;
+        for (const limit of ['0', '201', 'x', '-1']) {
+          const res = await admin('GET', `${base}/keys?limit=${limit}`);
+          expect(isProblem(res, 400), res.text).toBe(true);
+          expect(res.body.errors[0].pointer).toBe('/querystring/limit');
+        }
+        const membersCursor = (await admin('GET', base)).body.membersNextCursor as string;
+        for (const cursor of ['nonsense', membersCursor]) {
+          // a members cursor is not one of keys
+          const res = await admin('GET', `${base}/keys?cursor=${encodeURIComponent(cursor)}`);
+          expect(isProblem(res, 400), res.text).toBe(true);
+          expect(res.body.errors[0].pointer).toBe('/querystring/cursor');
+        }
+        for (const list of ['keys', 'members']) {
+          const res = await admin('GET', `/admin/v1/agents/no-such-${newId()}/${list}`);
+          expect(isProblem(res, 404)).toBe(true);
+        }
       });
     });
   });
