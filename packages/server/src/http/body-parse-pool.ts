@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
 import type { ParseJob, ParseResult } from './body-parse-worker.js';
+import { parseJson } from './json-body.js';
 import { fieldErrorsFromAjv } from './problem.js';
 import { markPrevalidated } from './schema-validator.js';
 
@@ -102,7 +103,8 @@ export class BodyParsePool {
       else this.waiting.set(key, [pending]);
       this.dispatch();
     }).then((value) => {
-      if (schema && typeof value === 'object' && value !== null) markPrevalidated(value);
+      if (job.schemaId !== undefined && typeof value === 'object' && value !== null)
+        markPrevalidated(value);
       return value;
     });
   }
@@ -188,7 +190,15 @@ export class BodyParsePool {
     slot.running = undefined;
     this.done(pending);
     if (result.kind === 'parsed') pending.resolve(result.value);
-    else if (result.kind === 'invalid')
+    else if (result.kind === 'inline') {
+      try {
+        // validated by the route as usual: not marked
+        pending.job.schemaId = undefined;
+        pending.resolve(parseJson(Buffer.from(result.bytes)));
+      } catch (error) {
+        pending.reject(error);
+      }
+    } else if (result.kind === 'invalid')
       pending.reject(
         validationFailed(
           fieldErrorsFromAjv(result.errors),

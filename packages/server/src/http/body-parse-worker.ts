@@ -29,7 +29,9 @@ export interface SchemaError {
 export type ParseResult =
   | { id: number; kind: 'parsed'; value: unknown }
   | { id: number; kind: 'invalid'; errors: SchemaError[] }
-  | { id: number; kind: 'refused'; code: FlightlogError['code']; detail: string };
+  | { id: number; kind: 'refused'; code: FlightlogError['code']; detail: string }
+  /** The value could not be cloned back (nested too deep): the main thread parses it itself. */
+  | { id: number; kind: 'inline'; bytes: Uint8Array };
 
 /** How much lower than the event loop a body-parse thread runs (a nice value, 0–19). */
 const LARGE_BODY_NICE = 10;
@@ -76,5 +78,13 @@ try {
 }
 
 parentPort?.on('message', (job: ParseJob) => {
-  parentPort?.postMessage(handle(job));
+  try {
+    parentPort?.postMessage(handle(job));
+  } catch {
+    // a value nested past the structured clone's stack (a payload 100,000 levels deep): the
+    // route refuses it for its depth, as it does any body parsed on the main thread
+    parentPort?.postMessage({ id: job.id, kind: 'inline', bytes: job.bytes }, [
+      job.bytes.buffer as ArrayBuffer,
+    ]);
+  }
 });
