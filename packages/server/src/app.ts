@@ -10,12 +10,14 @@ import type { Config } from './config.js';
 import { adminRoutes } from './http/admin-routes.js';
 import { ingestRoutes } from './http/ingest-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
+import { BodyParsePool } from './http/body-parse-pool.js';
 import { registerJsonBody } from './http/json-body.js';
 import { boundedValidatorCompiler } from './http/schema-validator.js';
 import { opsRoutes } from './http/ops-routes.js';
 import { answerClientError, registerProblemHandler } from './http/problem.js';
 import { liveRoutes } from './http/live-routes.js';
 import { readRoutes } from './http/read-routes.js';
+import { AgentWriteTurns } from './ingest/agent-write-turns.js';
 import { createInProcessBus } from './live/in-process-bus.js';
 import type { LiveBus } from './live/live-bus.js';
 import { LivePublisher } from './live/publish.js';
@@ -148,7 +150,20 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   const inFlight = registerGracefulClose(app);
   registerProblemHandler(app, metrics);
   registerRequestMetrics(app, metrics);
-  registerJsonBody(app, { maxBytes: config.maxBodyBytes });
+  const largeBodies =
+    config.largeBodyWorkers > 0
+      ? new BodyParsePool({
+          workers: config.largeBodyWorkers,
+          maxPerKey: config.largeBodyMaxPerAgent,
+          // each waiting body is held in memory: at most this many times MAX_BODY_BYTES
+          maxQueued: Math.max(config.largeBodyMaxPerAgent, 64),
+        })
+      : undefined;
+  registerJsonBody(
+    app,
+    { maxBytes: config.maxBodyBytes },
+    largeBodies ? { pool: largeBodies, minBytes: config.largeBodyBytes } : undefined,
+  );
 
   await app.register(swagger, {
     openapi: {
@@ -196,6 +211,10 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       ? { onAnalysisQueued: () => onAnalysisQueued(config.analysisGraceMs) }
       : {}),
     live,
+    largeWrites: {
+      turns: new AgentWriteTurns(config.largeBodyMaxPerAgent),
+      minBytes: config.largeBodyBytes,
+    },
   };
   await app.register(ingestRoutes, { ingest, apiKeys, metrics });
   await app.register(readRoutes, { store, identity });
@@ -233,6 +252,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   });
   app.addHook('onClose', async () => {
     await inFlight.drained();
+    await largeBodies?.close();
     // a check in flight finishes before the store goes away
     await (accessStopped ?? streamAccess.stop());
     // batches answered just before closing still reach their streams (each bounded by the

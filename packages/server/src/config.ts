@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { parseEnvelopeKey } from '@flightlog/protocol';
 import { DATA_DIR_DURABILITIES, type DataDirDurability } from './store/pglite-durability.js';
 
@@ -23,6 +24,16 @@ export interface Config {
   jwtAudience: string | undefined;
   /** Largest request body, both as received and after gzip inflation. */
   maxBodyBytes: number;
+  /**
+   * Bodies of at least this many bytes (after inflation) are parsed and validated on worker
+   * threads, taking turns by agent (`LARGE_BODY_BYTES`), so one agent's big bodies do not hold
+   * the event loop everyone's requests are served on.
+   */
+  largeBodyBytes: number;
+  /** Worker threads for large bodies (`LARGE_BODY_WORKERS`; 0 parses them in line). */
+  largeBodyWorkers: number;
+  /** Large bodies one agent may have waiting or parsing at once (`LARGE_BODY_MAX_PER_AGENT`). */
+  largeBodyMaxPerAgent: number;
   apiKeyCacheMs: number;
   /** Failed API key authentications one client address may make per window before `429`. */
   apiKeyMaxFailures: number;
@@ -255,6 +266,16 @@ export function loadConfig(env: Env = process.env): Config {
     jwtIssuer: text(env, 'JWT_ISSUER'),
     jwtAudience: text(env, 'JWT_AUDIENCE'),
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 5 * 1024 * 1024, 1_024, 1024 * 1024 * 1024),
+    largeBodyBytes: integer(env, 'LARGE_BODY_BYTES', 256 * 1024, 1_024, 1024 * 1024 * 1024),
+    // one core is the event loop's
+    largeBodyWorkers: integer(
+      env,
+      'LARGE_BODY_WORKERS',
+      Math.min(4, Math.max(1, availableParallelism() - 1)),
+      0,
+      64,
+    ),
+    largeBodyMaxPerAgent: integer(env, 'LARGE_BODY_MAX_PER_AGENT', 16, 1, 1_000),
     apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 2_000, 0, 5_000),
     apiKeyMaxFailures: integer(env, 'API_KEY_MAX_FAILURES', 20, 1, 1_000_000),
     apiKeyFailureWindowMs: integer(env, 'API_KEY_FAILURE_WINDOW_MS', 60_000, 1_000, 86_400_000),

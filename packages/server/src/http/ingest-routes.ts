@@ -60,6 +60,12 @@ export const ingestRoutes: FastifyPluginAsyncTypebox<IngestRoutesOptions> = asyn
       const outcome = await ingestBatch(ingest, agentOf(request).agentId, request.body);
       if (outcome.kind === 'invalid') throw validationFailed(outcome.errors);
       if (outcome.kind === 'id-conflict') throw idConflict(outcome.pointer);
+      if (outcome.kind === 'busy')
+        throw new FlightlogError(
+          'too-many-requests',
+          'Too many large batches of this agent are waiting to be written; send it again later.',
+          { retryAfterSeconds: 1 },
+        );
       metrics.batches.inc({ outcome: outcome.kind });
       if (outcome.kind === 'accepted') metrics.events.inc(outcome.eventCount);
       else reply.header('idempotent-replayed', 'true');

@@ -4,10 +4,18 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { FlightlogError } from '../errors/flightlog-error.js';
+import type { BodyParsePool } from './body-parse-pool.js';
 
 export interface BodyLimits {
   /** Largest body accepted, counted both on the wire and after gzip inflation. */
   maxBytes: number;
+}
+
+/** Where large bodies are parsed: off the event loop, fairly between agents. */
+export interface LargeBodies {
+  pool: Pick<BodyParsePool, 'parse'>;
+  /** Bodies of at least this many bytes (after inflation) go to the pool. */
+  minBytes: number;
 }
 
 const tooLarge = (limit: number, what: string) =>
@@ -133,8 +141,17 @@ export function parseJson(bytes: Buffer): unknown {
   }
 }
 
-/** Replaces Fastify's body parsers: JSON only, plain or gzip, with hard caps. */
-export function registerJsonBody(app: FastifyInstance, limits: BodyLimits): void {
+/**
+ * Replaces Fastify's body parsers: JSON only, plain or gzip, with hard caps. A body of
+ * `large.minBytes` or more is parsed and validated by `large.pool`, taking turns by agent (the
+ * credentials are checked before any body is read), or by client address where no agent is
+ * known.
+ */
+export function registerJsonBody(
+  app: FastifyInstance,
+  limits: BodyLimits,
+  large?: LargeBodies,
+): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     'application/json',
@@ -145,7 +162,19 @@ export function registerJsonBody(app: FastifyInstance, limits: BodyLimits): void
         request.headers['content-length'],
         limits,
       );
+      if (large && bytes.length >= large.minBytes)
+        return large.pool.parse(
+          request.agent ? `agent:${request.agent.agentId}` : `ip:${request.ip}`,
+          bytes,
+          routeBodySchema(request),
+        );
       return parseJson(bytes);
     },
   );
+}
+
+/** The body schema of the request's route (what its validator checks), if it has one. */
+function routeBodySchema(request: FastifyRequest): object | undefined {
+  const body = (request.routeOptions.schema as { body?: unknown } | undefined)?.body;
+  return typeof body === 'object' && body !== null ? body : undefined;
 }

@@ -48,23 +48,44 @@ export function holdsAtMost(data: unknown, limit: number): boolean {
 type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
 
 /**
- * Fastify's schema compiler: every request part is checked first by a validator that stops at
- * the first error (the same work as before for a valid body, milliseconds for any invalid
- * one); only an invalid part small enough ({@link FULL_ERRORS_MAX_VALUES}) is checked again
- * for all its errors, so a client still learns every field to fix in an ordinary batch.
+ * Bodies validated already, against their route's body schema, by a body-parse worker
+ * (body-parse-pool.ts): the route's validator takes them as valid instead of walking them again.
+ * Only the object a worker handed back is ever added, and it is taken out when checked.
  */
-export function boundedValidatorCompiler(): FastifySchemaCompiler<unknown> {
-  const firstError = createAjv(false);
-  const allErrors = createAjv(true);
-  return ({ schema }) => {
-    const quick = firstError.compile(schema as object);
-    const full = allErrors.compile(schema as object);
-    const validate: Validate = (data) => {
-      if (quick(data)) return true;
-      if (holdsAtMost(data, FULL_ERRORS_MAX_VALUES) && !full(data)) validate.errors = full.errors;
-      else validate.errors = quick.errors;
-      return false;
-    };
-    return validate;
+const prevalidated = new WeakSet<object>();
+
+/** Marks a body as valid for its route's schema (see {@link prevalidated}). */
+export function markPrevalidated(body: object): void {
+  prevalidated.add(body);
+}
+
+/**
+ * A bounded validator of one schema: it stops at the first error (the same work as before for
+ * a valid value, milliseconds for any invalid one); only an invalid value small enough
+ * ({@link FULL_ERRORS_MAX_VALUES}) is checked again for all its errors, so a client still
+ * learns every field to fix in an ordinary batch. Used by the routes and by the body-parse
+ * workers alike, so both answer the same errors.
+ */
+export function createBoundedValidator(schema: object): Validate {
+  const quick = firstErrorAjv().compile(schema);
+  let full: Validate | undefined;
+  const validate: Validate = (data) => {
+    if (typeof data === 'object' && data !== null && prevalidated.delete(data)) return true;
+    if (quick(data)) return true;
+    if (holdsAtMost(data, FULL_ERRORS_MAX_VALUES)) {
+      full ??= allErrorsAjv().compile(schema);
+      validate.errors = full(data) ? quick.errors : full.errors;
+    } else validate.errors = quick.errors;
+    return false;
   };
+  return validate;
+}
+
+let ajvs: { first: Ajv; all: Ajv } | undefined;
+const firstErrorAjv = () => (ajvs ??= { first: createAjv(false), all: createAjv(true) }).first;
+const allErrorsAjv = () => (ajvs ??= { first: createAjv(false), all: createAjv(true) }).all;
+
+/** Fastify's schema compiler: {@link createBoundedValidator} for every request part. */
+export function boundedValidatorCompiler(): FastifySchemaCompiler<unknown> {
+  return ({ schema }) => createBoundedValidator(schema as object);
 }

@@ -1,8 +1,9 @@
 import type { FieldError, TransportBatchPayload } from '@flightlog/protocol';
 import { hashSecret } from '../auth/secrets.js';
-import { itemDocument, toItemJson } from '../store/batch-json.js';
+import { itemDocument, toItemJson, type ItemJson } from '../store/batch-json.js';
 import type { TraceStore, VerifyOutcome } from '../store/trace-store.js';
 import type { LivePublisher } from '../live/publish.js';
+import type { AgentWriteTurns } from './agent-write-turns.js';
 import { payloadFlaw } from './payload-shape.js';
 
 /** Payloads may nest this deep; deeper ones are refused with a 400. */
@@ -15,6 +16,8 @@ export interface IngestContext {
   live: Pick<LivePublisher, 'publish'>;
   /** Told after a commit that queued an analysis (wakes a worker in this process). */
   onAnalysisQueued?: () => void;
+  /** Batches of at least `minBytes` of JSON are written in their agent's turn. */
+  largeWrites?: { turns: AgentWriteTurns; minBytes: number };
 }
 
 export type IngestOutcome =
@@ -26,7 +29,9 @@ export type IngestOutcome =
       eventCount: number;
     }
   | { kind: 'invalid'; errors: FieldError[] }
-  | { kind: 'id-conflict'; pointer: string };
+  | { kind: 'id-conflict'; pointer: string }
+  /** Too many large batches of this agent wait for their turn already: send it again later. */
+  | { kind: 'busy' };
 
 /** Rules of a batch that a JSON schema cannot say. */
 export function checkBatch(payload: TransportBatchPayload): FieldError[] {
@@ -57,6 +62,17 @@ export function checkBatch(payload: TransportBatchPayload): FieldError[] {
   return errors;
 }
 
+/** Characters of JSON a batch's statement carries (about its bytes). */
+function jsonBytes(json: readonly ItemJson[]): number {
+  let size = 0;
+  for (const item of json) {
+    size += item.trace.length;
+    for (const event of item.events) size += event.length;
+    for (const payload of item.payloads) size += payload.length;
+  }
+  return size;
+}
+
 /**
  * Stores one batch for the agent its API key belongs to. The agent id in the body never
  * decides ownership: it only has to match a verify token.
@@ -77,16 +93,23 @@ export async function ingestBatch(
   const json = items.map(toItemJson);
   const token = payload.verifyToken;
   const claimed = payload.agentId;
-  const outcome = await context.traces.writeBatch({
-    agentId,
-    batchId: payload.batchId,
-    items,
-    json,
-    ...(token !== undefined && claimed !== undefined
-      ? { verify: { tokenHash: hashSecret(token), claimedAgentId: claimed } }
-      : {}),
-    analysisGraceMs: context.analysisGraceMs,
-  });
+  const write = () =>
+    context.traces.writeBatch({
+      agentId,
+      batchId: payload.batchId,
+      items,
+      json,
+      ...(token !== undefined && claimed !== undefined
+        ? { verify: { tokenHash: hashSecret(token), claimedAgentId: claimed } }
+        : {}),
+      analysisGraceMs: context.analysisGraceMs,
+    });
+  const large = context.largeWrites;
+  const outcome =
+    large && jsonBytes(json) >= large.minBytes
+      ? await large.turns.inTurn(agentId, write)
+      : await write();
+  if (outcome === undefined) return { kind: 'busy' };
   if (outcome.kind === 'id-conflict') return outcome;
   if (outcome.kind === 'accepted') {
     if (outcome.analysisQueued) context.onAnalysisQueued?.();

@@ -139,43 +139,50 @@ describeEngines('work per request is bounded before the body is trusted [%s]', (
     ]);
   });
 
-  it("another agent's batches stay fast while an attacker sends such bodies in a loop", async () => {
-    const victimP99 = async (count: number) => {
-      const latencies: number[] = [];
-      for (let i = 0; i < count; i++) {
-        const started = performance.now();
-        const answer = await postBatch(server.url, victim.apiKey, runBatch({ events: 4 }).body, {
-          timeoutMs: DEADLINE_MS,
-        });
-        latencies.push(performance.now() - started);
-        expect(answer.status, answer.text).toBe(202);
-      }
-      return { p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  it("another agent's batches keep their pace while an attacker sends such bodies in a loop", async () => {
+    const victimBatch = async () => {
+      const started = performance.now();
+      const answer = await postBatch(server.url, victim.apiKey, runBatch({ events: 4 }).body, {
+        timeoutMs: DEADLINE_MS,
+      });
+      expect(answer.status, answer.text).toBe(202);
+      return performance.now() - started;
     };
-    const quiet = await victimP99(100);
+    for (let i = 0; i < 20; i++) await victimBatch(); // warm-up
+    const quietTimes: number[] = [];
+    for (let i = 0; i < 100; i++) quietTimes.push(await victimBatch());
 
     let attacking = true;
     const attackStatuses = new Map<number, number>();
+    let attacks = 0;
     const attack = (async () => {
       while (attacking) {
         const answer = await gzipPost(server.url, '/v1/traces/batch', hostile, attacker.apiKey);
         attackStatuses.set(answer.status, (attackStatuses.get(answer.status) ?? 0) + 1);
+        attacks++;
       }
     })();
-    const underAttack = await victimP99(100);
+    // long enough to overlap several of the attacker's bodies, however slow they get
+    const duringTimes: number[] = [];
+    while (duringTimes.length < 100 || attacks < 3) duringTimes.push(await victimBatch());
     attacking = false;
     await attack;
 
+    const quiet = { p50: percentile(quietTimes, 50), p99: percentile(quietTimes, 99) };
+    const during = { p50: percentile(duringTimes, 50), p99: percentile(duringTimes, 99) };
+    const ratio = during.p99 / quiet.p99;
     console.log(
       `[${engine}] victim batch latency: quiet p50 ${quiet.p50.toFixed(1)} ms p99 ` +
         `${quiet.p99.toFixed(1)} ms; attacker looping 1.7M-empty-event bodies ` +
-        `(${JSON.stringify(Object.fromEntries(attackStatuses))}): p50 ` +
-        `${underAttack.p50.toFixed(1)} ms p99 ${underAttack.p99.toFixed(1)} ms`,
+        `(${JSON.stringify(Object.fromEntries(attackStatuses))}, ${duringTimes.length} victim ` +
+        `batches meanwhile): p50 ${during.p50.toFixed(1)} ms p99 ${during.p99.toFixed(1)} ms, ` +
+        `p99 ratio ${ratio.toFixed(2)} (target 2)`,
     );
     expect([...attackStatuses.keys()]).toEqual([400]);
-    // each attack costs one JSON.parse of 5 MiB (a valid 5 MiB batch costs as much); before,
-    // each held the event loop for a minute and the victim's requests timed out
-    expect(underAttack.p99).toBeLessThan(2_000);
+    // parsed on the event loop, each body held it ~0.4 s (JSON.parse and the collection of 1.7
+    // million objects): the victim's p99 was 20–40 times its quiet value. Parsed on a worker
+    // thread of lower priority, the target is 2; the bound leaves room for a shared 2-core host.
+    expect(ratio).toBeLessThan(4);
   });
 
   it('refuses unknown routes and missing or wrong credentials before reading the body', async () => {

@@ -106,7 +106,8 @@ describeEngines('a batch of many conflicting event ids [%s]', (engine) => {
         `${elapsed.toFixed(0)} ms; bystander batches p50/p99 quiet ` +
         `${percentile(quiet, 50).toFixed(1)}/${percentile(quiet, 99).toFixed(1)} ms, during ` +
         `${percentile(during, 50).toFixed(1)}/${percentile(during, 99).toFixed(1)} ms ` +
-        `(${during.length} batches)`,
+        `(${during.length} batches), p99 ratio ` +
+        `${(percentile(during, 99) / percentile(quiet, 99)).toFixed(1)} (target 2)`,
     );
     // quadratic, ten of these held every connection for over a minute (PostgreSQL) and froze
     // PGlite for minutes; linear, a few seconds even where the ten run one after another
