@@ -6,6 +6,9 @@ import type { LivePublisher } from '../live/publish.js';
 import type { AgentWriteTurns } from './agent-write-turns.js';
 import { payloadFlaw } from './payload-shape.js';
 
+/** Batches of at least this many events are looked through for id conflicts first. */
+const CONFLICT_LOOK_EVENTS = 1_000;
+
 /** Payloads may nest this deep; deeper ones are refused with a 400. */
 export const MAX_PAYLOAD_DEPTH = 64;
 
@@ -89,6 +92,14 @@ export async function ingestBatch(
     trace: { ...item.trace, agentId },
     events: item.events,
   }));
+  const eventCount = items.reduce((n, item) => n + item.events.length, 0);
+  // A batch of many events is first looked through for ids of others in short statements (see
+  // findIdConflict), before it is serialised: a batch of re-sent ids never costs its long
+  // statement, and other agents' statements run in between.
+  if (eventCount >= CONFLICT_LOOK_EVENTS) {
+    const pointer = await context.traces.findIdConflict(agentId, payload.batchId, items);
+    if (pointer !== null) return { kind: 'id-conflict', pointer };
+  }
   // serialised once, for the statement and the live stream alike
   const json = items.map(toItemJson);
   const token = payload.verifyToken;
@@ -118,7 +129,6 @@ export async function ingestBatch(
 
   // A token without the agent id it belongs to cannot be matched, so it is ignored.
   const verify = token === undefined ? null : claimed === undefined ? 'ignored' : outcome.verify;
-  const eventCount = items.reduce((n, item) => n + item.events.length, 0);
   return {
     kind: outcome.kind,
     traceId: outcome.traceId,

@@ -62,6 +62,9 @@ export interface TracePage {
   nextCursor: string | null;
 }
 
+/** Ids per statement of findIdConflict. */
+const CONFLICT_SLICE = 1_000;
+
 const ANALYSED = ANALYSED_STATUSES.map((status) => `'${status}'`).join(', ');
 
 /**
@@ -388,6 +391,61 @@ export class TraceStore {
       [agentId, write.batchId, outcome],
     );
     return outcome;
+  }
+
+  /**
+   * The first id of a batch that belongs to someone else, as the batch statement would name it
+   * (by item, a trace before its events), read in statements of at most CONFLICT_SLICE ids:
+   * short index lookups, between which other agents' statements run. Large batches are checked
+   * so before their one big statement, so a batch of re-sent ids is refused after a slice or
+   * two instead of after a statement of hundreds of milliseconds (on PGlite, on the event loop
+   * every agent is served on). Null when there is none, or when the batch id was accepted
+   * before (the statement answers a duplicate). Only a first look: the statement still decides.
+   */
+  async findIdConflict(
+    agentId: string,
+    batchId: string,
+    items: readonly BufferBatchItem[],
+  ): Promise<string | null> {
+    const seen = await this.sql.query(
+      'SELECT 1 FROM accepted_batches WHERE agent_id = $1 AND batch_id = $2',
+      [agentId, batchId],
+    );
+    if (seen.length > 0) return null;
+    const traceIds = [...new Set(items.map((item) => item.trace.id))];
+    const traceOwners = new Map<string, string>();
+    for (let at = 0; at < traceIds.length; at += CONFLICT_SLICE) {
+      const rows = await this.sql.query<{ id: string; agentId: string }>(
+        'SELECT id, agent_id AS "agentId" FROM traces WHERE id = ANY($1::text[])',
+        [traceIds.slice(at, at + CONFLICT_SLICE)],
+      );
+      for (const row of rows) traceOwners.set(row.id, row.agentId);
+    }
+    const foreignTrace = items.findIndex((item) => {
+      const owner = traceOwners.get(item.trace.id);
+      return owner !== undefined && owner !== agentId;
+    });
+    // events in batch order, up to the item of the first foreign trace (which comes first)
+    const last = foreignTrace < 0 ? items.length : foreignTrace;
+    const events = items
+      .slice(0, last)
+      .flatMap((item, i) => item.events.map((event, j) => ({ event, i, j })));
+    for (let at = 0; at < events.length; at += CONFLICT_SLICE) {
+      const slice = events.slice(at, at + CONFLICT_SLICE);
+      const rows = await this.sql.query<{ id: string; traceId: string; agentId: string }>(
+        `SELECT id, trace_id AS "traceId", agent_id AS "agentId" FROM events
+         WHERE id = ANY($1::text[])`,
+        [slice.map(({ event }) => event.id)],
+      );
+      if (rows.length === 0) continue;
+      const stored = new Map(rows.map((row) => [row.id, row]));
+      const first = slice.find(({ event }) => {
+        const row = stored.get(event.id);
+        return row !== undefined && (row.agentId !== agentId || row.traceId !== event.traceId);
+      });
+      if (first) return `/items/${first.i}/events/${first.j}/id`;
+    }
+    return foreignTrace < 0 ? null : `/items/${foreignTrace}/trace/id`;
   }
 
   private async duplicateOf(
