@@ -13,6 +13,7 @@ import {
 import { createRedisBus } from '../../src/live/redis-bus.js';
 import { describeBuses, describeWithRedis, redisUrl, type BusName } from '../harness/engines.js';
 import { newId } from '../fixtures/batches.js';
+import { percentile } from '../harness/latency.js';
 
 /**
  * Issue 15, item 5: one agent's big batches must not cost other agents their live streams, and
@@ -76,11 +77,6 @@ const agent = () => `agent-${newId()}`;
 const item = (n: number, bytes: number) => JSON.stringify({ n, filler: 'x'.repeat(bytes) });
 const numbers = (messages: LiveMessage[]) =>
   messages.map((m) => (JSON.parse(m.data) as { n: number }).n);
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? 0;
-}
 
 /** Every message of the agent's replay, page by page as a live stream reads it. */
 async function replayAll(bus: LiveBus, agentId: string) {

@@ -11,6 +11,7 @@ import {
   freshServiceLocation,
   type ServiceLocation,
 } from '../harness/service-location.js';
+import { percentile } from '../harness/latency.js';
 
 /*
  * Issue 15, items 1 and 8, against a real `flightlog serve` process on both engines: work the
@@ -55,11 +56,6 @@ function memoryMiB(pid: number): { rss: number; peak: number } {
 function cpuMs(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) * 10;
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 async function gzipPost(

@@ -5,12 +5,9 @@ import { describeEngines } from '../harness/engines.js';
 import { isProblem, postBatch } from '../harness/http.js';
 import { tableCounts } from '../harness/inspect.js';
 import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
+import { percentile } from '../harness/latency.js';
 
 const EVENTS = 10_000;
-
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)] ?? 0;
-}
 
 /**
  * An agent re-sends the ids of a big batch of its own under another trace: every event is an id

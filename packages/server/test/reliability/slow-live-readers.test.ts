@@ -13,6 +13,7 @@ import {
   type ServiceLocation,
 } from '../harness/service-location.js';
 import { SseClient } from '../harness/sse-client.js';
+import { percentile } from '../harness/latency.js';
 
 /*
  * Issue 15, continued review: slow readers during real-time delivery. LIVE_MAX_QUEUE_BYTES
@@ -34,11 +35,6 @@ const TOTAL_BUDGET = 32 * 1024 * 1024;
 function peakMiB(pid: number): number {
   const status = readFileSync(`/proc/${pid}/status`, 'utf8');
   return Number(/VmHWM:\s+(\d+)/.exec(status)?.[1]) / 1024;
-}
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
 /**
