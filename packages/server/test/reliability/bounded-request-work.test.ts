@@ -118,8 +118,10 @@ describeEngines('work per request is bounded before the body is trusted [%s]', (
       expect(answer.body.errors.length).toBeGreaterThan(0);
       expect(answer.body.errors.length).toBeLessThanOrEqual(100);
       expect(answer.body.errors[0].pointer).toContain(pointer);
-      // parsing 5 MiB of JSON remains (~0.2 s); Ajv's million errors took 60–100 s
-      expect(answer.ms).toBeLessThan(3_000);
+      // Ajv's million errors took 60–100 s. Parsing 5 MiB of JSON remains (~0.2 s, and ~0.3 s of
+      // garbage collection), now on a worker thread that yields the cores (nice 10): ~1 s on an
+      // idle machine, several when the cores are busy — the sender waits, not the others.
+      expect(answer.ms).toBeLessThan(15_000);
       // the parsed body itself is a few hundred MiB at most; the errors were gigabytes
       expect(memory.peak - before.peak).toBeLessThan(768);
     }
