@@ -87,12 +87,7 @@ export class BodyParsePool {
           retryAfterSeconds: 1,
         }),
       );
-    // the bytes move to the worker without a copy when they own their whole buffer
-    const own =
-      bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength
-        ? bytes
-        : Buffer.from(bytes);
-    const job: ParseJob = { id: this.nextId++, bytes: own };
+    const job: ParseJob = { id: this.nextId++, bytes };
     if (schema) job.schemaId = this.schemaIdOf(schema);
     return new Promise((resolve, reject) => {
       this.perKey.set(key, mine + 1);
@@ -154,6 +149,13 @@ export class BodyParsePool {
     worker.unref();
     const slot: Slot = { worker, running: undefined, schemas: new Set() };
     worker.on('message', (result: ParseResult) => this.finish(slot, result));
+    // a value the worker could send but this thread cannot take in (nested some 10,000 levels:
+    // this thread's stack is smaller than the worker's): parsed here, as one it could not send
+    worker.on('messageerror', () => {
+      const running = slot.running;
+      if (running)
+        this.finish(slot, { id: running.job.id, kind: 'inline', bytes: running.job.bytes });
+    });
     const replace = (error: unknown) => {
       const index = this.slots.indexOf(slot);
       if (index < 0) return;
@@ -181,7 +183,9 @@ export class BodyParsePool {
       slot.schemas.add(job.schemaId);
       job.schema = this.schemasById.get(job.schemaId);
     }
-    slot.worker.postMessage(job, [job.bytes.buffer as ArrayBuffer]);
+    // copied, not transferred: the bytes stay here for a value that cannot come back (above);
+    // one copy of at most MAX_BODY_BYTES per body is little beside its parse
+    slot.worker.postMessage(job);
   }
 
   private finish(slot: Slot, result: ParseResult): void {
