@@ -10,7 +10,7 @@ import { createBoundedValidator } from './schema-validator.js';
  * objects it parsed to, and their garbage collection, never reach the main thread.
  */
 
-/** One body to parse, its bytes transferred; `schema` is the route's body schema, if any. */
+/** One body to parse, its bytes copied; `schema` is the route's body schema, if any. */
 export interface ParseJob {
   id: number;
   bytes: Uint8Array;
