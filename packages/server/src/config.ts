@@ -2,6 +2,7 @@ import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { parseEnvelopeKey } from '@flightlog/protocol';
 import { DATA_DIR_DURABILITIES, type DataDirDurability } from './store/pglite-durability.js';
+import { LIVE_AGENT_BUFFER_MAX_BYTES } from './live/live-bus.js';
 
 /** Service configuration, read once from the environment at start-up. */
 export interface Config {
@@ -316,7 +317,7 @@ export function loadConfig(env: Env = process.env): Config {
     liveAgentBufferMaxBytes: integer(
       env,
       'LIVE_AGENT_BUFFER_MAX_BYTES',
-      32 * 1024 * 1024,
+      LIVE_AGENT_BUFFER_MAX_BYTES,
       64 * 1024,
       64 * 1024 * 1024 * 1024,
     ),

@@ -19,7 +19,7 @@ export interface InProcessBusOptions {
    * flooding agent costs its own replay, not the others'. Default 256 MiB.
    */
   maxBytes?: number;
-  /** Bytes kept per agent (its newest batch whatever its size). Default 32 MiB. */
+  /** Bytes of JSON kept per agent (its newest batch whatever its size). Default 64 MiB. */
   agentMaxBytes?: number;
 }
 
@@ -32,7 +32,10 @@ interface Entry {
   agentId: string;
   id: string;
   messages: LiveMessage[];
+  /** Memory held, about: what the total budget counts. */
   bytes: number;
+  /** Characters of JSON (its bytes, for ASCII): what the per-agent budget counts, as on Redis. */
+  json: number;
 }
 
 /**
@@ -52,7 +55,7 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
   const entries = new Map<string, Entry>();
   /** Per agent, its buffered entries, oldest first. */
   const buffers = new Map<string, Map<string, Entry>>();
-  /** Per agent, the bytes of its buffered entries. */
+  /** Per agent, the JSON bytes of its buffered entries. */
   const agentBytes = new Map<string, number>();
   const listeners = new Map<string, Set<LiveListener>>();
 
@@ -64,7 +67,7 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
     buffer?.delete(entry.id);
     if (buffer?.size === 0) buffers.delete(entry.agentId);
     bytes -= entry.bytes;
-    const left = (agentBytes.get(entry.agentId) ?? 0) - entry.bytes;
+    const left = (agentBytes.get(entry.agentId) ?? 0) - entry.json;
     if (left > 0) agentBytes.set(entry.agentId, left);
     else agentBytes.delete(entry.agentId);
   }
@@ -96,6 +99,7 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
         id,
         messages,
         bytes: data.reduce((sum, d) => sum + sizeOf(d), 0),
+        json: data.reduce((sum, d) => sum + d.length, 0),
       };
       let buffer = buffers.get(agentId);
       if (!buffer) {
@@ -105,7 +109,7 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
       buffer.set(id, entry);
       entries.set(id, entry);
       bytes += entry.bytes;
-      agentBytes.set(agentId, (agentBytes.get(agentId) ?? 0) + entry.bytes);
+      agentBytes.set(agentId, (agentBytes.get(agentId) ?? 0) + entry.json);
       while (
         buffer.size > 1 &&
         (buffer.size > bufferSize || (agentBytes.get(agentId) ?? 0) > agentMaxBytes)
@@ -126,8 +130,8 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
         let end = from;
         let held = 0;
         while (end < buffered.length && end - from < maxBatches) {
-          const next = (buffered[end] as Entry).bytes;
-          if (end > from && maxBatches !== Infinity && held + next > REPLAY_PAGE_BYTES * 2) break;
+          const next = (buffered[end] as Entry).json;
+          if (end > from && maxBatches !== Infinity && held + next > REPLAY_PAGE_BYTES) break;
           held += next;
           end++;
         }

@@ -100,10 +100,10 @@ export interface LiveBus {
 /** How many batches each agent's buffer keeps (the spec's replay depth). */
 export const LIVE_BUFFER = 1000;
 /**
- * Bytes of batches each agent's buffer keeps by default (LIVE_AGENT_BUFFER_MAX_BYTES): with big
- * batches an agent's replay holds fewer than LIVE_BUFFER of them, its newest always.
+ * Bytes of batch JSON each agent's buffer keeps by default (LIVE_AGENT_BUFFER_MAX_BYTES): 1000
+ * batches of up to 64 KB; with bigger batches an agent's replay holds fewer, its newest always.
  */
-export const LIVE_AGENT_BUFFER_MAX_BYTES = 32 * 1024 * 1024;
+export const LIVE_AGENT_BUFFER_MAX_BYTES = 64 * 1024 * 1024;
 /** Bytes of batches a bus keeps across all agents by default (LIVE_BUFFER_MAX_BYTES). */
 export const LIVE_BUFFER_MAX_BYTES = 256 * 1024 * 1024;
 /** About how many bytes one page of a replay holds (at least one batch, whatever its size). */

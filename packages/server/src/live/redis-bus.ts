@@ -39,7 +39,7 @@ export interface RedisBusOptions {
   /** Where an agent's replay is rebuilt from when Redis lost its stream (restarted empty). */
   history?: ReplayHistory;
   bufferSize?: number;
-  /** Bytes of batches kept per agent (its newest batch whatever its size). Default 32 MiB. */
+  /** Bytes of batch JSON kept per agent (its newest batch whatever its size). Default 64 MiB. */
   agentMaxBytes?: number;
   /**
    * Bytes of batches kept across all agents; past it the agent holding the most gives up its

@@ -103,8 +103,8 @@ describeBuses('live bus bounds [%s]', (engine: BusName) => {
     const bus =
       engine === 'memory'
         ? createInProcessBus({
-            // the in-process bus counts memory, about twice the JSON: the same bounds in JSON
-            ...(options.agentMaxBytes ? { agentMaxBytes: options.agentMaxBytes * 2 } : {}),
+            // its total counts memory, about twice the JSON: the same bound in JSON
+            ...(options.agentMaxBytes ? { agentMaxBytes: options.agentMaxBytes } : {}),
             ...(options.totalMaxBytes ? { maxBytes: options.totalMaxBytes * 2 } : {}),
           })
         : createRedisBus({
