@@ -118,6 +118,23 @@ describeEngines('fair admission between tenants [%s]', (engine) => {
     await Promise.all(held);
     expect(await gate()).toEqual({ inFlight: 0, waiting: 0 });
     expect((await postBatch(server.url, quiet.apiKey, runBatch().body)).status).toBe(202);
+    // answers other than 2xx free their slot too: invalid, not found, forbidden, unauthenticated
+    expect((await postBatch(server.url, quiet.apiKey, { items: 'no' })).status).toBe(400);
+    const missing = await send(server.url, '/v1/traces/none/complete', {}, { token: quiet.apiKey });
+    expect(missing.status).toBe(404);
+    const stranger = await server.userToken('stranger-fair');
+    const forbidden = await fetch(`${server.url}/v1/agents/${quiet.agentId}/live`, {
+      headers: { authorization: `Bearer ${stranger}` },
+    });
+    expect(forbidden.status).toBe(403);
+    expect((await postBatch(server.url, 'not-a-key', runBatch().body)).status).toBe(401);
+    expect(await gate()).toEqual({ inFlight: 0, waiting: 0 });
+    // what was refused is counted by reason
+    const metrics = (await send(server.url, '/metrics')).text;
+    expect(metrics).toMatch(/^flightlog_admission_refused_total\{reason="aborted"\} [1-9]/m);
+    expect(metrics).toMatch(
+      /^flightlog_admission_refused_total\{reason="tenant-queue-full"\} [1-9]/m,
+    );
   });
 
   it('a live stream gives its slot back once set up', async () => {
