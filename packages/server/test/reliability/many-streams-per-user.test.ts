@@ -40,7 +40,7 @@ function admissionOverride(): Record<string, string> {
 }
 
 const admissionLabel = () =>
-  `admission ${process.env.RELIABILITY_ADMISSION_MAX_IN_FLIGHT ?? 'default'} in flight`;
+  `admission ${process.env.RELIABILITY_ADMISSION_MAX_IN_FLIGHT || 'default'} in flight`;
 
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
