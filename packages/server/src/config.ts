@@ -297,7 +297,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     liveHeartbeatMs: integer(env, 'LIVE_HEARTBEAT_MS', 15_000, 100, 300_000),
     liveMaxStreamsPerUser: integer(env, 'LIVE_MAX_STREAMS_PER_USER', 20, 1, 100_000),
-    admissionMaxInFlight: integer(env, 'ADMISSION_MAX_IN_FLIGHT', 8, 1, 100_000),
+    admissionMaxInFlight: integer(env, 'ADMISSION_MAX_IN_FLIGHT', 16, 1, 100_000),
     admissionMaxQueuedPerTenant: integer(env, 'ADMISSION_MAX_QUEUED_PER_TENANT', 32, 1, 1_000_000),
     admissionMaxQueued: integer(env, 'ADMISSION_MAX_QUEUED', 256, 1, 1_000_000),
     admissionMaxWaitMs: integer(env, 'ADMISSION_MAX_WAIT_MS', 10_000, 10, 600_000),
