@@ -25,6 +25,8 @@ import { StreamAccessGuard } from './live/stream-access-guard.js';
 import { QueueBudget } from './live/queue-budget.js';
 import { StreamRegistry } from './live/stream-registry.js';
 import { registerRequestMetrics } from './http/request-metrics.js';
+import { FairAdmission } from './admission/fair-admission.js';
+import { registerFairAdmission } from './http/fair-admission-hook.js';
 import { serializeError } from './observability/log-error.js';
 import { Metrics } from './observability/metrics.js';
 import type { Store } from './store/open-store.js';
@@ -144,12 +146,21 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   app.decorateRequest('agent', undefined);
   app.decorateRequest('userId', undefined);
   app.decorateRequest('userExpiresAt', undefined);
+  app.decorateRequest('tenant', undefined);
   app.addHook('onSend', async (request, reply) => {
     reply.header('x-request-id', request.id);
   });
   const inFlight = registerGracefulClose(app);
   registerProblemHandler(app, metrics);
   registerRequestMetrics(app, metrics);
+  // Before the routes, so that every route's requests take their turn (issue 15).
+  const admission = new FairAdmission({
+    maxInFlight: config.admissionMaxInFlight,
+    maxQueuedPerTenant: config.admissionMaxQueuedPerTenant,
+    maxQueued: config.admissionMaxQueued,
+    maxWaitMs: config.admissionMaxWaitMs,
+  });
+  registerFairAdmission(app, admission, metrics);
   const largeBodies =
     config.largeBodyWorkers > 0
       ? new BodyParsePool({
@@ -247,6 +258,8 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   // flight can drain.
   let accessStopped: Promise<void> | undefined;
   app.addHook('preClose', async () => {
+    // requests waiting for a slot are answered 503 now, so the ones in flight can drain
+    admission.close();
     accessStopped = streamAccess.stop();
     streams.endAll();
   });

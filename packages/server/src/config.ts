@@ -70,6 +70,17 @@ export interface Config {
   /** Comment line sent on idle live streams so proxies keep them open. */
   liveHeartbeatMs: number;
   liveMaxStreamsPerUser: number;
+  /**
+   * Fair admission between tenants (agents, users, the admin token, client addresses): requests
+   * worked on at once (`ADMISSION_MAX_IN_FLIGHT`); past it they wait, served by tenant in turn.
+   */
+  admissionMaxInFlight: number;
+  /** Requests one tenant may have waiting for a slot before `429` (`ADMISSION_MAX_QUEUED_PER_TENANT`). */
+  admissionMaxQueuedPerTenant: number;
+  /** Requests all tenants together may have waiting (`ADMISSION_MAX_QUEUED`). */
+  admissionMaxQueued: number;
+  /** Longest a request waits for a slot before `429` (`ADMISSION_MAX_WAIT_MS`). */
+  admissionMaxWaitMs: number;
   /** Bytes a live stream may have waiting for a slow client before it is disconnected. */
   liveMaxQueueBytes: number;
   /** Bytes all the live streams of an instance may have waiting together, whatever their number. */
@@ -287,6 +298,10 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     liveHeartbeatMs: integer(env, 'LIVE_HEARTBEAT_MS', 15_000, 100, 300_000),
     liveMaxStreamsPerUser: integer(env, 'LIVE_MAX_STREAMS_PER_USER', 20, 1, 100_000),
+    admissionMaxInFlight: integer(env, 'ADMISSION_MAX_IN_FLIGHT', 16, 1, 100_000),
+    admissionMaxQueuedPerTenant: integer(env, 'ADMISSION_MAX_QUEUED_PER_TENANT', 32, 1, 1_000_000),
+    admissionMaxQueued: integer(env, 'ADMISSION_MAX_QUEUED', 256, 1, 1_000_000),
+    admissionMaxWaitMs: integer(env, 'ADMISSION_MAX_WAIT_MS', 10_000, 10, 600_000),
     liveMaxQueueBytes: integer(env, 'LIVE_MAX_QUEUE_BYTES', 1024 * 1024, 1_024, 1024 * 1024 * 1024),
     liveMaxTotalQueueBytes: integer(
       env,

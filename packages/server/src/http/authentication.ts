@@ -13,6 +13,11 @@ declare module 'fastify' {
     userId: string | undefined;
     /** When that JWT expires (ms since the epoch): live streams end then. */
     userExpiresAt: number | undefined;
+    /**
+     * Whose share of the server the request takes (fair admission): `agent:<id>`, `user:<id>`
+     * or `admin`, set once the credentials are checked; the client address when unset.
+     */
+    tenant: string | undefined;
   }
 }
 
@@ -34,6 +39,7 @@ export function requireApiKey(resolver: ApiKeyResolver, onRefused: () => void = 
     const check = await resolver.authenticate(key ?? '', request.ip);
     if (check.ok) {
       request.agent = check.key;
+      request.tenant = `agent:${check.key.agentId}`;
       return;
     }
     if (check.reason === 'too-many-failures') {
@@ -70,6 +76,7 @@ export function requireUser(identity: IdentityVerifier): Hook {
     if (result.ok) {
       request.userId = result.userId;
       request.userExpiresAt = result.expiresAt;
+      request.tenant = `user:${result.userId}`;
       return;
     }
     const detail = {
@@ -106,6 +113,8 @@ export function requireAdmin(
       guesses.recordFailure(request.ip);
       throw new FlightlogError('unauthorized', SEND_ADMIN_TOKEN);
     }
+    // one tenant, whoever holds the token
+    request.tenant = 'admin';
   };
 }
 

@@ -14,6 +14,7 @@ import type { QueueAccount, QueueBudget } from '../live/queue-budget.js';
 import type { StreamRegistry } from '../live/stream-registry.js';
 import type { Store } from '../store/open-store.js';
 import { requireUser, userOf } from './authentication.js';
+import { releaseAdmission } from './fair-admission-hook.js';
 
 export interface LiveRoutesOptions {
   store: Store;
@@ -93,6 +94,9 @@ export const liveRoutes: FastifyPluginAsyncTypebox<LiveRoutesOptions> = async (a
 
       const queued = (budget.account = options.queueBudget.account());
       reply.hijack();
+      // set up: from here the stream is paced by its client and bounded by the stream limits,
+      // and must not hold one of the slots every tenant's requests are served in
+      releaseAdmission(request);
       res.on('close', end);
       // A client gone while its token and role were checked has had its 'close' already: it
       // would never end this stream, which would hold its slot until the token expires.

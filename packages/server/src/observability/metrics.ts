@@ -62,6 +62,53 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /** The fair admission gate's slots and line (see watchAdmission). */
+  private admission: () => { active: number; waiting: number } = () => ({ active: 0, waiting: 0 });
+
+  readonly admissionActive: Gauge = this.readGauge(
+    'flightlog_admission_in_flight',
+    'Requests being worked on, each holding one of ADMISSION_MAX_IN_FLIGHT slots',
+    () => this.admission().active,
+  );
+
+  readonly admissionWaiting: Gauge = this.readGauge(
+    'flightlog_admission_waiting',
+    'Requests waiting for a slot, served by tenant in turn (bounded by ADMISSION_MAX_QUEUED)',
+    () => this.admission().waiting,
+  );
+
+  /** A gauge set from `read` whenever the registry is collected. */
+  private readGauge(name: string, help: string, read: () => number): Gauge {
+    return new Gauge({
+      name,
+      help,
+      registers: [this.registry],
+      collect(this: Gauge) {
+        this.set(read());
+      },
+    });
+  }
+
+  readonly admissionWait = new Histogram({
+    name: 'flightlog_admission_wait_seconds',
+    help: 'How long requests that had to wait for a slot waited (a millisecond or more)',
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+
+  readonly admissionRefused = new Counter({
+    name: 'flightlog_admission_refused_total',
+    help:
+      'Requests not admitted, by reason: tenant-queue-full or queue-full (429), wait-timeout ' +
+      '(429), aborted (the client left while waiting), closed (shutting down)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
+  watchAdmission(source: () => { active: number; waiting: number }): void {
+    this.admission = source;
+  }
+
   readonly livePublishFailures = new Counter({
     name: 'flightlog_live_publish_failures_total',
     help:

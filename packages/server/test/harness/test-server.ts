@@ -45,6 +45,8 @@ export interface TestServerOptions {
   bus?: BusName;
   /** Share another server's store location and Redis prefix (multi-instance tests). */
   shareWith?: TestServer;
+  /** Adds to the app before it listens (e.g. a route the test controls). */
+  beforeListen?: (app: FlightlogApp['app']) => void;
 }
 
 export async function startTestServer(
@@ -79,6 +81,7 @@ export async function startTestServer(
   // as the server does at start-up: publishing before the connection is up would fail fast
   if (bus && !(await bus.ready(5_000))) throw new Error('Redis bus not ready within 5 s');
   const built = await buildApp({ config, store, logger: false, ...(bus ? { bus } : {}) });
+  options.beforeListen?.(built.app);
   await built.app.listen({ port: 0, host: '127.0.0.1' });
   const address = built.app.server.address();
   if (!address || typeof address === 'string') throw new Error('no address');

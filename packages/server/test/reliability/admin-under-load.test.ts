@@ -19,10 +19,23 @@ import {
  * shows the first 100 of each and the rest is paged. Here: an agent with 50,000 keys and 50,000
  * members, two admin clients going through the whole admin API in a loop (the agent, pages of
  * keys and members, issuing and revoking keys, granting roles) while another agent posts.
+ * Fair admission runs as by default; RELIABILITY_ADMISSION_MAX_IN_FLIGHT=100000 runs the same with
+ * the gate open, for a comparison in the same session: two admin clients hold at most 2 of its
+ * slots, so nothing waits, and on PGlite the other agent waits for the one admin statement under
+ * way (~5 ms, at times 100 ms), which admission cannot preempt.
  */
 
 const ADMIN_TOKEN = 'review-admin-token-0123456789';
 const ROWS = 50_000;
+
+/** The gate's setting for a comparison run, from RELIABILITY_ADMISSION_MAX_IN_FLIGHT. */
+function admissionOverride(): Record<string, string> {
+  const value = process.env.RELIABILITY_ADMISSION_MAX_IN_FLIGHT;
+  return value ? { ADMISSION_MAX_IN_FLIGHT: value } : {};
+}
+
+const admissionLabel = () =>
+  `admission ${process.env.RELIABILITY_ADMISSION_MAX_IN_FLIGHT || 'default'} in flight`;
 
 function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -58,7 +71,13 @@ describeEngines('the admin API on an agent with 50,000 keys and members [%s]', (
     } finally {
       await store.close();
     }
-    server = await startServeProcess({ ...service.env, ADMIN_TOKEN, ANALYSIS_WORKER: 'off' });
+    server = await startServeProcess({
+      ...service.env,
+      ADMIN_TOKEN,
+      ANALYSIS_WORKER: 'off',
+      // RELIABILITY_ADMISSION_MAX_IN_FLIGHT=100000 opens the gate (how it was before it)
+      ...admissionOverride(),
+    });
   });
   afterAll(async () => {
     server?.child.kill('SIGKILL');
@@ -141,7 +160,7 @@ describeEngines('the admin API on an agent with 50,000 keys and members [%s]', (
     await Promise.all(operators);
 
     console.log(
-      `[${engine}] ${ROWS} keys and members; 2 admin clients, ${rounds} rounds of GET agent, 5 ` +
+      `[${engine}, ${admissionLabel()}] ${ROWS} keys and members; 2 admin clients, ${rounds} rounds of GET agent, 5 ` +
         `pages of 200 keys, a page of members, a key issued and revoked, a role granted ` +
         `(${JSON.stringify(Object.fromEntries(statuses))}, largest answer ` +
         `${Math.max(...sizes)} B): other agent p50/p99 quiet ${quiet.p50.toFixed(1)}/` +
