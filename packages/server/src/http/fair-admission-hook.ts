@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { FairAdmission } from '../admission/fair-admission.js';
 import { FlightlogError } from '../errors/flightlog-error.js';
 import type { Metrics } from '../observability/metrics.js';
+import { onHandlerEnd } from './handler-end.js';
 
 /**
  * The operator's view of the process is not a tenant's request: probes and metrics answer at
@@ -63,19 +64,8 @@ export function registerFairAdmission(
     if (waitedMs >= 1) metrics.admissionWait.observe(waitedMs / 1000);
     slots.set(request, admission.release);
   });
-  // A handler that hijacks its reply gets no onSend: its slot is free when it returns at the
-  // latest. Only async handlers are wrapped (ours all are).
-  app.addHook('onRoute', (route) => {
-    const handler = route.handler;
-    if (handler.constructor.name !== 'AsyncFunction') return;
-    route.handler = async function (this: FastifyInstance, request, reply) {
-      try {
-        return (await handler.call(this, request, reply)) as unknown;
-      } finally {
-        slots.get(request)?.();
-      }
-    };
-  });
+  // a handler that hijacks its reply gets no onSend: its slot is free when it returns at the latest
+  onHandlerEnd(app, (request) => slots.get(request)?.());
   app.addHook('onSend', async (request, _reply, payload) => {
     slots.get(request)?.();
     return payload;

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { onHandlerEnd } from './handler-end.js';
 
 /**
  * Lets requests in flight finish when the app closes, and once closing has begun answers with
@@ -42,19 +43,7 @@ export function registerGracefulClose(app: FastifyInstance): { drained(): Promis
       settle();
     });
   });
-  // A handler that hijacks its reply (a live stream) gets no onSend: its end is when it returns.
-  // Only async handlers are wrapped (ours all are); a callback-style one keeps its own timing.
-  app.addHook('onRoute', (route) => {
-    const handler = route.handler;
-    if (handler.constructor.name !== 'AsyncFunction') return;
-    route.handler = async function (this: FastifyInstance, request, reply) {
-      try {
-        return (await handler.call(this, request, reply)) as unknown;
-      } finally {
-        answeredBy.get(reply)?.();
-      }
-    };
-  });
+  onHandlerEnd(app, (_request, reply) => answeredBy.get(reply)?.());
   app.addHook('onSend', async (_request, reply, payload) => {
     if (closing) reply.header('connection', 'close');
     answeredBy.get(reply)?.();

@@ -9,6 +9,8 @@ import {
   freshServiceLocation,
   type ServiceLocation,
 } from '../harness/service-location.js';
+import { percentile } from '../harness/latency.js';
+import { admissionLabel, admissionOverride } from '../harness/admission-override.js';
 
 /*
  * Issue 15, continued review: many keys per agent, and the admin API under load. Keys are
@@ -27,20 +29,6 @@ import {
 
 const ADMIN_TOKEN = 'review-admin-token-0123456789';
 const ROWS = 50_000;
-
-/** The gate's setting for a comparison run, from RELIABILITY_ADMISSION_MAX_IN_FLIGHT. */
-function admissionOverride(): Record<string, string> {
-  const value = process.env.RELIABILITY_ADMISSION_MAX_IN_FLIGHT;
-  return value ? { ADMISSION_MAX_IN_FLIGHT: value } : {};
-}
-
-const admissionLabel = () =>
-  `admission ${process.env.RELIABILITY_ADMISSION_MAX_IN_FLIGHT || 'default'} in flight`;
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 describeEngines('the admin API on an agent with 50,000 keys and members [%s]', (engine) => {
   let service: ServiceLocation;

@@ -1,12 +1,11 @@
 import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { mintDevToken } from '../../src/auth/dev-token.js';
 import { newId, runBatch } from '../fixtures/batches.js';
 import type { LoadAgent } from '../harness/agent-load.js';
 import { startServeProcess, type ServeProcess } from '../harness/cli-process.js';
 import { describeEngines, redisUrl } from '../harness/engines.js';
-import { postBatch, send } from '../harness/http.js';
+import { postBatch } from '../harness/http.js';
 import { percentile } from '../harness/latency.js';
 import {
   createAgentsWithCli,
@@ -14,6 +13,7 @@ import {
   type ServiceLocation,
 } from '../harness/service-location.js';
 import { SseClient } from '../harness/sse-client.js';
+import { viewerToken } from '../harness/viewer.js';
 
 /*
  * Issue 15, item 5, as the review measured it: while one agent posts 2.4 MB batches from 4
@@ -87,16 +87,8 @@ describeEngines('live delivery beside an agent posting big batches [%s]', (engin
     await service?.dispose();
   });
 
-  async function viewer(user: string, agentId: string): Promise<string> {
-    const granted = await send(
-      server.url,
-      `/admin/v1/agents/${agentId}/members/${user}`,
-      { role: 'viewer' },
-      { method: 'PUT', token: ADMIN_TOKEN },
-    );
-    expect(granted.status).toBe(200);
-    return mintDevToken(JWT_SECRET, user);
-  }
+  const viewer = (user: string, agentId: string) =>
+    viewerToken({ url: server.url, adminToken: ADMIN_TOKEN, jwtSecret: JWT_SECRET }, user, agentId);
 
   /** The small agent's batches one after another: each one's 202 → its stream, in ms. */
   async function smallRound(stream: SseClient, ms: number): Promise<number[]> {

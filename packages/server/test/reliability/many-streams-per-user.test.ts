@@ -12,6 +12,8 @@ import {
   type ServiceLocation,
 } from '../harness/service-location.js';
 import { SseClient } from '../harness/sse-client.js';
+import { percentile } from '../harness/latency.js';
+import { admissionLabel, admissionOverride } from '../harness/admission-override.js';
 
 /*
  * Issue 15, continued review: many streams per user. One viewer holds a role on 10,000 agents
@@ -32,20 +34,6 @@ const ADMIN_TOKEN = 'review-admin-token-0123456789';
 const JWT_SECRET = 'review-jwt-secret-0123456789-0123456789';
 const AGENTS = 10_000;
 const CAP = 20;
-
-/** The gate's setting for a comparison run, from RELIABILITY_ADMISSION_MAX_IN_FLIGHT. */
-function admissionOverride(): Record<string, string> {
-  const value = process.env.RELIABILITY_ADMISSION_MAX_IN_FLIGHT;
-  return value ? { ADMISSION_MAX_IN_FLIGHT: value } : {};
-}
-
-const admissionLabel = () =>
-  `admission ${process.env.RELIABILITY_ADMISSION_MAX_IN_FLIGHT || 'default'} in flight`;
-
-function percentile(values: number[], p: number): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 const fleetId = (n: number) => `fleet-${String(n).padStart(5, '0')}`;
 

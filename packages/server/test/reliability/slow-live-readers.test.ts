@@ -2,11 +2,10 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { runBatch } from '../fixtures/batches.js';
-import { mintDevToken } from '../../src/auth/dev-token.js';
 import type { LoadAgent } from '../harness/agent-load.js';
 import { startServeProcess, type ServeProcess } from '../harness/cli-process.js';
 import { describeEngines } from '../harness/engines.js';
-import { postBatch, send } from '../harness/http.js';
+import { postBatch } from '../harness/http.js';
 import {
   createAgentsWithCli,
   freshServiceLocation,
@@ -14,6 +13,7 @@ import {
 } from '../harness/service-location.js';
 import { SseClient } from '../harness/sse-client.js';
 import { percentile } from '../harness/latency.js';
+import { viewerToken } from '../harness/viewer.js';
 
 /*
  * Issue 15, continued review: slow readers during real-time delivery. LIVE_MAX_QUEUE_BYTES
@@ -98,16 +98,8 @@ describeEngines('many live streams that stopped reading [%s]', (engine) => {
     await service?.dispose();
   });
 
-  async function viewer(user: string, agentId: string): Promise<string> {
-    const granted = await send(
-      server.url,
-      `/admin/v1/agents/${agentId}/members/${user}`,
-      { role: 'viewer' },
-      { method: 'PUT', token: ADMIN_TOKEN },
-    );
-    expect(granted.status).toBe(200);
-    return mintDevToken(JWT_SECRET, user);
-  }
+  const viewer = (user: string, agentId: string) =>
+    viewerToken({ url: server.url, adminToken: ADMIN_TOKEN, jwtSecret: JWT_SECRET }, user, agentId);
 
   /** The bystander's batches one after another: 202 latency and 202→stream delivery. */
   async function bystanderRound(stream: SseClient, count: number) {
