@@ -11,6 +11,7 @@ import { adminRoutes } from './http/admin-routes.js';
 import { ingestRoutes } from './http/ingest-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
 import { BodyParsePool } from './http/body-parse-pool.js';
+import { dashboardAssetsDir, dashboardRoutes } from './http/dashboard-routes.js';
 import { registerJsonBody } from './http/json-body.js';
 import { boundedValidatorCompiler } from './http/schema-validator.js';
 import { opsRoutes } from './http/ops-routes.js';
@@ -251,6 +252,9 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       onGuessRefused: () => metrics.adminTokenGuessesRefused.inc(),
     });
   await app.register(opsRoutes, { store, metrics, readyTimeoutMs: 2_000 });
+  const dashboardAssets = dashboardAssetsDir();
+  if (dashboardAssets) await app.register(dashboardRoutes, { assetsDir: dashboardAssets });
+  else app.log.warn('the dashboard is not built (npm run build): / answers 404');
 
   // Requests still in flight when closing began finish before the store goes away (the caller
   // bounds the wait with its shutdown deadline).

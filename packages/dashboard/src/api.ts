@@ -1,0 +1,94 @@
+import type { Event, Trace, TraceAnalysis } from '@flightlog/protocol';
+import { currentToken } from './session.js';
+
+/** A refusal of the API, as its problem document says it. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Listeners told when the server no longer accepts the token (expired, revoked). */
+const unauthorizedListeners = new Set<() => void>();
+export function onUnauthorized(listener: () => void): () => void {
+  unauthorizedListeners.add(listener);
+  return () => unauthorizedListeners.delete(listener);
+}
+
+export async function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
+  const token = currentToken();
+  const response = await fetch(path, {
+    headers: { accept: 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    ...(signal ? { signal } : {}),
+  });
+  if (response.status === 401) for (const listener of unauthorizedListeners) listener();
+  if (!response.ok) {
+    let detail = response.statusText;
+    try {
+      const problem = (await response.json()) as { detail?: unknown; title?: unknown };
+      if (typeof problem.detail === 'string') detail = problem.detail;
+      else if (typeof problem.title === 'string') detail = problem.title;
+    } catch {
+      // not a problem document: the status text says enough
+    }
+    throw new ApiError(response.status, detail);
+  }
+  return (await response.json()) as T;
+}
+
+export interface AgentSummary {
+  agentId: string;
+  name: string | null;
+  role: 'owner' | 'editor' | 'viewer';
+  verifiedAt: string | null;
+  createdAt?: string;
+  traceCount?: number;
+  lastTraceAt?: string | null;
+}
+
+export interface AgentsPage {
+  agents: AgentSummary[];
+  nextCursor?: string | null;
+}
+
+export interface TracesPage {
+  traces: Trace[];
+  nextCursor: string | null;
+}
+
+export interface TracePage {
+  trace: Trace;
+  events: Event[];
+  nextCursor: string | null;
+}
+
+export const listAgents = (signal?: AbortSignal) => getJson<AgentsPage>('/v1/agents', signal);
+
+export function listTraces(
+  agentId: string,
+  query: { status?: string; cursor?: string | null; limit?: number },
+  signal?: AbortSignal,
+): Promise<TracesPage> {
+  const params = new URLSearchParams();
+  if (query.status) params.set('status', query.status);
+  if (query.cursor) params.set('cursor', query.cursor);
+  params.set('limit', String(query.limit ?? 50));
+  return getJson(`/v1/agents/${encodeURIComponent(agentId)}/traces?${params}`, signal);
+}
+
+export function readTracePage(
+  traceId: string,
+  cursor: string | null,
+  signal?: AbortSignal,
+): Promise<TracePage> {
+  // a small first page paints at once; the rest comes in pages of the most the API gives
+  const params = new URLSearchParams({ limit: cursor ? '1000' : '200' });
+  if (cursor) params.set('cursor', cursor);
+  return getJson(`/v1/traces/${encodeURIComponent(traceId)}?${params}`, signal);
+}
+
+export const readAnalysis = (traceId: string, signal?: AbortSignal) =>
+  getJson<TraceAnalysis>(`/v1/traces/${encodeURIComponent(traceId)}/analysis`, signal);

@@ -1,0 +1,88 @@
+import { render } from 'preact';
+import { useEffect, useState } from 'preact/hooks';
+import { onUnauthorized } from './api.js';
+import { Link } from './components/link.js';
+import { AgentsPage } from './pages/agents-page.js';
+import { ComparePage } from './pages/compare-page.js';
+import { RunPage } from './pages/run-page.js';
+import { RunsPage } from './pages/runs-page.js';
+import { SignInPage } from './pages/sign-in-page.js';
+import { useRoute } from './router.js';
+import { currentToken, signOut, takeTokenFromFragment, tokenClaims } from './session.js';
+
+function App() {
+  const [token, setToken] = useState(currentToken);
+  const [expired, setExpired] = useState(false);
+  const route = useRoute();
+
+  useEffect(
+    () =>
+      onUnauthorized(() => {
+        signOut();
+        setExpired(true);
+        setToken(null);
+      }),
+    [],
+  );
+
+  // a token that expires while the page is open: a clear "sign in again", not a broken page
+  useEffect(() => {
+    const exp = token ? tokenClaims(token).exp : undefined;
+    if (exp === undefined) return undefined;
+    const timer = setTimeout(
+      () => {
+        signOut();
+        setExpired(true);
+        setToken(null);
+      },
+      Math.max(0, Math.min(exp * 1000 - Date.now(), 2 ** 31 - 1)),
+    );
+    return () => clearTimeout(timer);
+  }, [token]);
+
+  if (!token)
+    return (
+      <SignInPage
+        expired={expired}
+        onSignedIn={() => {
+          setExpired(false);
+          setToken(currentToken());
+        }}
+      />
+    );
+  const user = tokenClaims(token).sub;
+  return (
+    <>
+      <header class="top">
+        <Link href="/" class="brand">
+          Flightlog
+        </Link>
+        <span class="spacer" />
+        {user && <span class="muted">{user}</span>}
+        <button
+          type="button"
+          class="button"
+          onClick={() => {
+            signOut();
+            setToken(null);
+          }}
+        >
+          Sign out
+        </button>
+      </header>
+      {route.page === 'agents' && <AgentsPage />}
+      {route.page === 'runs' && <RunsPage agentId={route.agentId} status={route.status} />}
+      {route.page === 'run' && <RunPage traceId={route.traceId} />}
+      {route.page === 'compare' && <ComparePage left={route.left} right={route.right} />}
+      {route.page === 'not-found' && (
+        <main>
+          <p>No such page.</p>
+          <Link href="/">Agents</Link>
+        </main>
+      )}
+    </>
+  );
+}
+
+takeTokenFromFragment();
+render(<App />, document.getElementById('app')!);

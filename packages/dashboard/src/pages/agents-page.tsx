@@ -1,0 +1,66 @@
+import { listAgents } from '../api.js';
+import { CopyId } from '../components/copy-id.js';
+import { Link } from '../components/link.js';
+import { TimeAgo } from '../components/time-ago.js';
+import { agentPath } from '../router.js';
+import { useAsync } from '../use-async.js';
+
+export function AgentsPage() {
+  const agents = useAsync((signal) => listAgents(signal), []);
+  return (
+    <main>
+      <h1>Agents</h1>
+      {agents.state === 'loading' && <p class="muted">Loading…</p>}
+      {agents.state === 'error' && (
+        <p class="error-text">Could not load your agents: {agents.message}</p>
+      )}
+      {agents.state === 'done' && agents.value.agents.length === 0 && (
+        <section class="empty">
+          <h2>No agents yet</h2>
+          <p>
+            You have no role on any agent. An operator creates one with{' '}
+            <code>flightlog agent create --name my-agent</code> and gives you a role with{' '}
+            <code>flightlog member grant --agent ID --user YOUR_ID --role owner</code>.
+          </p>
+        </section>
+      )}
+      {agents.state === 'done' && agents.value.agents.length > 0 && (
+        <table class="grid" aria-label="Your agents">
+          <thead>
+            <tr>
+              <th>Agent</th>
+              <th>Role</th>
+              <th class="num">Runs</th>
+              <th>Last run</th>
+              <th>Verified</th>
+            </tr>
+          </thead>
+          <tbody>
+            {agents.value.agents.map((agent) => (
+              <tr key={agent.agentId} data-agent-id={agent.agentId}>
+                <td>
+                  <Link href={agentPath(agent.agentId)} class="strong">
+                    {agent.name ?? agent.agentId}
+                  </Link>{' '}
+                  {agent.name !== null && <CopyId id={agent.agentId} />}
+                </td>
+                <td>{agent.role}</td>
+                <td class="num">{agent.traceCount?.toLocaleString() ?? '—'}</td>
+                <td>
+                  <TimeAgo iso={agent.lastTraceAt} />
+                </td>
+                <td>
+                  {agent.verifiedAt ? (
+                    <TimeAgo iso={agent.verifiedAt} />
+                  ) : (
+                    <span class="muted">not yet</span>
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </main>
+  );
+}

@@ -1,0 +1,283 @@
+import type { Event, Trace, TraceAnalysis } from '@flightlog/protocol';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { ApiError, readAnalysis } from '../api.js';
+import { loadRun } from '../run-loader.js';
+import { CopyId } from '../components/copy-id.js';
+import { JsonView } from '../components/json-view.js';
+import { LockedPayload } from '../components/locked-payload.js';
+import { Link } from '../components/link.js';
+import { MarkdownView, safeHref } from '../components/markdown-view.js';
+import { StatusBadge } from '../components/status-badge.js';
+import { TimeAgo } from '../components/time-ago.js';
+import { Waterfall } from '../components/waterfall.js';
+import { formatDecimal, formatDuration, formatUsd } from '../format.js';
+import { openLiveStream } from '../live-stream.js';
+import { agentPath } from '../router.js';
+import { firstFailure, layoutWaterfall, stepName } from '../waterfall-layout.js';
+
+export function RunPage(props: { traceId: string }) {
+  const { traceId } = props;
+  const [trace, setTrace] = useState<Trace | null>(null);
+  const [events, setEvents] = useState<Event[]>([]);
+  const [error, setError] = useState<{ status?: number; message: string } | null>(null);
+  const [selected, setSelected] = useState<string | null>(null);
+  const [analysis, setAnalysis] = useState<TraceAnalysis | null>(null);
+
+  // the run and all its events, page by page
+  useEffect(() => {
+    const abort = new AbortController();
+    setTrace(null);
+    setEvents([]);
+    setError(null);
+    setSelected(null);
+    loadRun(traceId, abort.signal, (page, all) => {
+      if (abort.signal.aborted) return;
+      setTrace(page);
+      setEvents(all);
+    })
+      .then(({ events: all }) => {
+        if (abort.signal.aborted) return;
+        // a failed run opens at its first failing step
+        const failure = firstFailure(all);
+        if (failure) setSelected(failure.id);
+      })
+      .catch((e: unknown) => {
+        if (abort.signal.aborted) return;
+        setError({
+          message: e instanceof Error ? e.message : String(e),
+          ...(e instanceof ApiError ? { status: e.status } : {}),
+        });
+      });
+    return () => abort.abort();
+  }, [traceId]);
+
+  // a running run updates live: its agent's stream, this run's messages (a finished one does not
+  // change, and its agent's replay is not worth reading for it)
+  const agentId = trace?.agentId;
+  const running = trace?.status === 'running';
+  useEffect(() => {
+    if (!agentId || !running) return undefined;
+    return openLiveStream(agentId, {
+      onState: () => {},
+      onItem: (item) => {
+        if (item.trace.id !== traceId) return;
+        setTrace(item.trace);
+        if (item.events.length > 0)
+          setEvents((current) => {
+            const known = new Set(current.map((e) => e.id));
+            return [...current, ...item.events.filter((e) => !known.has(e.id))];
+          });
+      },
+    });
+  }, [agentId, traceId, running]);
+
+  // the autopsy, once the run has finished; polled while pending
+  const finished = trace !== null && trace.status !== 'running';
+  useEffect(() => {
+    if (!finished) return undefined;
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const poll = () => {
+      readAnalysis(traceId).then(
+        (answer) => {
+          if (stopped) return;
+          setAnalysis(answer);
+          if (answer.status === 'pending') timer = setTimeout(poll, 2000);
+        },
+        () => {
+          if (!stopped) timer = setTimeout(poll, 5000);
+        },
+      );
+    };
+    poll();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, [traceId, finished]);
+
+  const rows = useMemo(() => layoutWaterfall(events), [events]);
+  const selectedEvent = events.find((e) => e.id === selected) ?? null;
+  const failure = useMemo(() => firstFailure(events), [events]);
+
+  if (error)
+    return (
+      <main>
+        <p class="error-text">
+          {error.status === 404
+            ? 'No such run, or you have no access to it.'
+            : `Could not load the run: ${error.message}`}
+        </p>
+        <Link href="/">Back to agents</Link>
+      </main>
+    );
+  if (!trace)
+    return (
+      <main>
+        <p class="muted">Loading…</p>
+      </main>
+    );
+
+  return (
+    <main class="run">
+      <nav class="crumbs">
+        <Link href="/">Agents</Link> <span aria-hidden="true">/</span>{' '}
+        <Link href={agentPath(trace.agentId)}>{trace.agentId}</Link>{' '}
+        <span aria-hidden="true">/</span> <CopyId id={trace.id} />
+      </nav>
+      <header class="run-header">
+        <h1>
+          <StatusBadge status={trace.status} />{' '}
+          <span class="summary-text">{trace.inputSummary || trace.id}</span>
+        </h1>
+        <p class="facts">
+          <span>
+            started <TimeAgo iso={trace.startedAt} />
+          </span>
+          <span>{formatDuration(trace.durationMs)}</span>
+          <span>{trace.eventCount.toLocaleString()} events</span>
+          <span>{trace.totalTokens.toLocaleString()} tokens</span>
+          <span>{formatUsd(trace.totalCostUsd)}</span>
+          <span>{formatDecimal(trace.totalLamports)} lamports</span>
+          {trace.chainTxCount > 0 && <span>{trace.chainTxCount} transactions</span>}
+        </p>
+        {trace.errorMessage && <p class="error-text">{trace.errorMessage}</p>}
+        {trace.outputSummary && <p class="output">{trace.outputSummary}</p>}
+        {trace.tags.length > 0 && (
+          <p class="tags">
+            {trace.tags.map((tag) => (
+              <span class="tag" key={tag}>
+                {tag}
+              </span>
+            ))}
+          </p>
+        )}
+      </header>
+
+      <section class="waterfall-section">
+        <div class="toolbar">
+          <h2>Steps</h2>
+          {failure && (
+            <button type="button" class="button danger" onClick={() => setSelected(failure.id)}>
+              ✕ First failure: {stepName(failure)}
+            </button>
+          )}
+        </div>
+        {rows.length === 0 ? (
+          <p class="muted">No events yet.</p>
+        ) : (
+          <Waterfall rows={rows} selected={selected} onSelect={setSelected} />
+        )}
+      </section>
+
+      {selectedEvent && <EventDetail event={selectedEvent} />}
+
+      <section class="autopsy">
+        <h2>
+          Autopsy{' '}
+          {analysis && (
+            <span class="muted small">
+              {analysis.status}
+              {analysis.analyzer ? ` · ${analysis.analyzer}` : ''}
+            </span>
+          )}
+        </h2>
+        {!finished && <p class="muted">The autopsy is written once the run has finished.</p>}
+        {finished && !analysis && <p class="muted">Loading…</p>}
+        {analysis?.status === 'pending' && <p class="muted">Being written…</p>}
+        {analysis?.status === 'failed' && <p class="error-text">The analysis failed.</p>}
+        {analysis?.autopsy && <MarkdownView source={analysis.autopsy} />}
+      </section>
+    </main>
+  );
+}
+
+function EventDetail(props: { event: Event }) {
+  const { event } = props;
+  const p = event.payload as Record<string, unknown>;
+  const field = (label: string, value: unknown) =>
+    value === undefined || value === null || value === '' ? null : (
+      <>
+        <dt>{label}</dt>
+        <dd>{typeof value === 'string' ? value : JSON.stringify(value)}</dd>
+      </>
+    );
+  const explorer =
+    event.type === 'chain_tx' && typeof p.signature === 'string'
+      ? safeHref(
+          `https://explorer.solana.com/tx/${encodeURIComponent(p.signature)}${p.network === 'mainnet' ? '' : '?cluster=devnet'}`,
+        )
+      : undefined;
+  return (
+    <section class="event-detail" aria-label="Selected step">
+      <h2>
+        <StatusBadge status={event.status} /> {event.type} · {stepName(event)}
+      </h2>
+      <dl>
+        {field('Event', event.id)}
+        {field('Sequence', String(event.sequence))}
+        {field('Started', event.startedAt)}
+        {field('Duration', formatDuration(event.durationMs))}
+        {field('Error', event.errorMessage)}
+        {event.type === 'llm_call' && !event.payloadEncrypted && (
+          <>
+            {field('Model', p.model)}
+            {field('Provider', p.provider)}
+            {field('Tokens', (p.usage as { totalTokens?: unknown } | undefined)?.totalTokens)}
+            {field(
+              'Cost',
+              typeof p.costUsd === 'string'
+                ? formatUsd(p.costUsd)
+                : p.costUsd === undefined
+                  ? undefined
+                  : `$${String(p.costUsd)}`,
+            )}
+          </>
+        )}
+        {event.type === 'chain_tx' && !event.payloadEncrypted && (
+          <>
+            {field('Signature', p.signature)}
+            {field(
+              'Lamports',
+              typeof p.lamports === 'string' ? formatDecimal(p.lamports) : p.lamports,
+            )}
+            {field('Network', p.network)}
+          </>
+        )}
+        {event.type === 'x402_payment' && !event.payloadEncrypted && (
+          <>
+            {field('Resource', p.resource)}
+            {field('Amount', p.amount)}
+            {field('Asset', p.asset)}
+            {field('Settled', p.settled === undefined ? undefined : String(p.settled))}
+          </>
+        )}
+        {event.type === 'mcp_call' && !event.payloadEncrypted && (
+          <>
+            {field('Server', p.server)}
+            {field('Method', p.method)}
+            {field('Tool', p.tool)}
+          </>
+        )}
+      </dl>
+      {explorer && (
+        <p>
+          <a href={explorer} target="_blank" rel="noopener noreferrer">
+            View the transaction in the Solana explorer
+          </a>
+        </p>
+      )}
+      {event.payloadEncrypted ? (
+        <LockedPayload envelope={event.payload} />
+      ) : event.type === 'tool_call' ? (
+        <>
+          {p.input !== undefined && <JsonView label="input" value={p.input} />}
+          {p.output !== undefined && <JsonView label="output" value={p.output} />}
+          <JsonView label="payload" value={p} open={false} />
+        </>
+      ) : (
+        <JsonView value={p} />
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,279 @@
+import type { Trace } from '@flightlog/protocol';
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { listTraces } from '../api.js';
+import { Link } from '../components/link.js';
+import { StatusBadge } from '../components/status-badge.js';
+import { TimeAgo } from '../components/time-ago.js';
+import { formatDecimal, formatDuration, formatUsd } from '../format.js';
+import { openLiveStream } from '../live-stream.js';
+import { agentPath, comparePath, navigate, runPath } from '../router.js';
+
+const STATUSES = ['running', 'completed', 'errored', 'timeout'];
+type LiveState = 'connecting' | 'live' | 'interrupted' | 'ended';
+
+/** Newest first, as the read API pages them. */
+const newerFirst = (a: Trace, b: Trace) =>
+  b.startedAt === a.startedAt ? (a.id < b.id ? 1 : -1) : b.startedAt < a.startedAt ? -1 : 1;
+
+export function RunsPage(props: { agentId: string; status: string }) {
+  const { agentId, status } = props;
+  const [rows, setRows] = useState<Trace[]>([]);
+  const [nextCursor, setNextCursor] = useState<string | null>(null);
+  const [loading, setLoading] = useState(true);
+  const [error, setError] = useState<string | null>(null);
+  const [live, setLive] = useState<{ state: LiveState; detail?: string }>({ state: 'connecting' });
+  const [paused, setPaused] = useState(false);
+  const [held, setHeld] = useState<Trace[]>([]);
+  // two runs picked to be compared, the older pick first
+  const [picked, setPicked] = useState<string[]>([]);
+  const pausedRef = useRef(paused);
+  pausedRef.current = paused;
+  const moreRef = useRef<string | null>(null);
+  moreRef.current = nextCursor;
+
+  // the first page, again whenever the agent or the filter changes
+  useEffect(() => {
+    const abort = new AbortController();
+    setRows([]);
+    setHeld([]);
+    setLoading(true);
+    setError(null);
+    listTraces(agentId, { status }, abort.signal).then(
+      (page) => {
+        setRows(page.traces);
+        setNextCursor(page.nextCursor);
+        setLoading(false);
+      },
+      (e: unknown) => {
+        if (abort.signal.aborted) return;
+        setError(e instanceof Error ? e.message : String(e));
+        setLoading(false);
+      },
+    );
+    return () => abort.abort();
+  }, [agentId, status]);
+
+  // the agent's live stream: a new run appears at the top, a running one updates in place
+  useEffect(() => {
+    if (loading || error) return undefined;
+    return openLiveStream(agentId, {
+      onState: (state, detail) => setLive(detail === undefined ? { state } : { state, detail }),
+      // updates were missed: the first page again, merged (rows already shown keep their place)
+      onResync: () =>
+        void listTraces(agentId, { status }).then(
+          (page) =>
+            setRows((current) => {
+              const fresh = new Map(page.traces.map((row) => [row.id, row]));
+              const kept = current.map((row) => fresh.get(row.id) ?? row);
+              const known = new Set(kept.map((row) => row.id));
+              return [...kept, ...page.traces.filter((row) => !known.has(row.id))].sort(newerFirst);
+            }),
+          () => {},
+        ),
+      onItem: ({ trace }) => {
+        if (status && trace.status !== status) {
+          // it left the filter: it goes from the list
+          setRows((current) => current.filter((row) => row.id !== trace.id));
+          return;
+        }
+        setRows((current) => {
+          const at = current.findIndex((row) => row.id === trace.id);
+          if (at >= 0) {
+            const next = current.slice();
+            next[at] = trace;
+            return next;
+          }
+          // a run older than the last loaded row belongs to a later page (the replay on connect)
+          const last = current[current.length - 1];
+          if (last && moreRef.current !== null && newerFirst(trace, last) > 0) return current;
+          if (pausedRef.current) {
+            setHeld((waiting) => [trace, ...waiting.filter((row) => row.id !== trace.id)]);
+            return current;
+          }
+          return [...current, trace].sort(newerFirst);
+        });
+      },
+    });
+  }, [agentId, status, loading, error]);
+
+  const resume = () => {
+    setPaused(false);
+    setRows((current) => {
+      const ids = new Set(current.map((row) => row.id));
+      return [...current, ...held.filter((row) => !ids.has(row.id))].sort(newerFirst);
+    });
+    setHeld([]);
+  };
+
+  const loadMore = () => {
+    if (!nextCursor) return;
+    void listTraces(agentId, { status, cursor: nextCursor }).then(
+      (page) => {
+        setRows((current) => {
+          const ids = new Set(current.map((row) => row.id));
+          return [...current, ...page.traces.filter((row) => !ids.has(row.id))];
+        });
+        setNextCursor(page.nextCursor);
+      },
+      (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
+    );
+  };
+
+  return (
+    <main>
+      <nav class="crumbs">
+        <Link href="/">Agents</Link> <span aria-hidden="true">/</span> <span>{agentId}</span>
+      </nav>
+      <div class="toolbar">
+        <h1>Runs</h1>
+        <label>
+          Status{' '}
+          <select
+            value={status}
+            onChange={(event) =>
+              navigate(agentPath(agentId, (event.target as HTMLSelectElement).value))
+            }
+          >
+            <option value="">all</option>
+            {STATUSES.map((s) => (
+              <option value={s} key={s}>
+                {s}
+              </option>
+            ))}
+          </select>
+        </label>
+        <LiveIndicator state={live.state} />
+        {picked.length === 2 && (
+          <button
+            type="button"
+            class="button primary"
+            onClick={() => navigate(comparePath(picked[0]!, picked[1]!))}
+          >
+            Compare the 2 picked runs
+          </button>
+        )}
+        <button
+          type="button"
+          class="button"
+          aria-pressed={paused}
+          onClick={() => (paused ? resume() : setPaused(true))}
+        >
+          {paused ? `Resume${held.length ? ` (${held.length} new)` : ''}` : 'Pause'}
+        </button>
+      </div>
+      {live.state === 'interrupted' && (
+        <div class="banner warning" role="status">
+          Live stream interrupted{live.detail === 'warning' ? '' : ' (reconnecting)'}: new runs will
+          appear when delivery resumes.
+        </div>
+      )}
+      {live.state === 'ended' && (
+        <div class="banner warning" role="status">
+          Live updates stopped:{' '}
+          {live.detail === 'signed-out'
+            ? 'sign in again'
+            : 'you no longer have access to this agent'}
+          .
+        </div>
+      )}
+      {paused && held.length > 0 && (
+        <div class="banner info" role="status">
+          {held.length} new {held.length === 1 ? 'run' : 'runs'} arrived while paused.
+        </div>
+      )}
+      {error && <p class="error-text">Could not load runs: {error}</p>}
+      {loading && <p class="muted">Loading…</p>}
+      {!loading && !error && rows.length === 0 && (
+        <section class="empty">
+          <h2>No runs {status ? `with status ${status} ` : ''}yet</h2>
+          <p>
+            Runs appear here live as the agent sends them. Point the client at this server:{' '}
+            <code>{`new Flightlog({ apiKey, endpoint: '${location.origin}' })`}</code>
+          </p>
+        </section>
+      )}
+      {rows.length > 0 && (
+        <table class="grid runs" aria-label="Runs">
+          <thead>
+            <tr>
+              <th class="pick">
+                <span class="visually-hidden">Pick to compare</span>
+              </th>
+              <th>Status</th>
+              <th>Started</th>
+              <th class="num">Duration</th>
+              <th>Input</th>
+              <th class="num">Events</th>
+              <th class="num">Tokens</th>
+              <th class="num">Cost</th>
+              <th class="num">Lamports</th>
+              <th>Tools</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((trace) => (
+              <tr
+                key={trace.id}
+                data-trace-id={trace.id}
+                class={trace.status === 'errored' ? 'row-error' : ''}
+              >
+                <td class="pick">
+                  <input
+                    type="checkbox"
+                    aria-label={`Pick ${trace.inputSummary || trace.id} to compare`}
+                    checked={picked.includes(trace.id)}
+                    onChange={(event) => {
+                      const on = (event.target as HTMLInputElement).checked;
+                      setPicked((current) =>
+                        on
+                          ? [...current.filter((id) => id !== trace.id), trace.id].slice(-2)
+                          : current.filter((id) => id !== trace.id),
+                      );
+                    }}
+                  />
+                </td>
+                <td>
+                  <StatusBadge status={trace.status} />
+                </td>
+                <td>
+                  <TimeAgo iso={trace.startedAt} />
+                </td>
+                <td class="num">{formatDuration(trace.durationMs)}</td>
+                <td class="summary">
+                  <Link href={runPath(trace.id)}>{trace.inputSummary || trace.id}</Link>
+                  {trace.errorMessage && <div class="error-text small">{trace.errorMessage}</div>}
+                </td>
+                <td class="num" data-field="eventCount">
+                  {trace.eventCount.toLocaleString()}
+                </td>
+                <td class="num">{trace.totalTokens.toLocaleString()}</td>
+                <td class="num">{formatUsd(trace.totalCostUsd)}</td>
+                <td class="num">{formatDecimal(trace.totalLamports)}</td>
+                <td class="tools">{trace.toolsCalled.join(', ')}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      {nextCursor && (
+        <button type="button" class="button more" onClick={loadMore}>
+          Older runs
+        </button>
+      )}
+    </main>
+  );
+}
+
+function LiveIndicator(props: { state: LiveState }) {
+  const label = {
+    connecting: 'connecting…',
+    live: 'live',
+    interrupted: 'interrupted',
+    ended: 'stopped',
+  }[props.state];
+  return (
+    <span class={`live live-${props.state}`} data-live-state={props.state}>
+      <span aria-hidden="true">●</span> {label}
+    </span>
+  );
+}

@@ -1,0 +1,57 @@
+import { useEffect, useState } from 'preact/hooks';
+
+/** The dashboard's pages, each with a URL that can be shared and reloaded. */
+export type Route =
+  | { page: 'agents' }
+  | { page: 'runs'; agentId: string; status: string }
+  | { page: 'run'; traceId: string }
+  | { page: 'compare'; left: string; right: string }
+  | { page: 'not-found' };
+
+export function parseRoute(url: URL): Route {
+  const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+  if (parts.length === 0) return { page: 'agents' };
+  if (parts[0] === 'agents' && parts.length === 2)
+    return { page: 'runs', agentId: parts[1]!, status: url.searchParams.get('status') ?? '' };
+  if (parts[0] === 'runs' && parts.length === 2) return { page: 'run', traceId: parts[1]! };
+  const [left, right] = [url.searchParams.get('a'), url.searchParams.get('b')];
+  if (parts[0] === 'compare' && parts.length === 1 && left && right)
+    return { page: 'compare', left, right };
+  return { page: 'not-found' };
+}
+
+export const agentPath = (agentId: string, status = '') =>
+  `/agents/${encodeURIComponent(agentId)}${status ? `?status=${encodeURIComponent(status)}` : ''}`;
+export const runPath = (traceId: string) => `/runs/${encodeURIComponent(traceId)}`;
+export const comparePath = (left: string, right: string) =>
+  `/compare?${new URLSearchParams({ a: left, b: right })}`;
+
+const listeners = new Set<() => void>();
+
+export function navigate(path: string, replace = false): void {
+  if (replace) history.replaceState(null, '', path);
+  else history.pushState(null, '', path);
+  for (const listener of listeners) listener();
+}
+
+export function useRoute(): Route {
+  const [route, setRoute] = useState(() => parseRoute(new URL(location.href)));
+  useEffect(() => {
+    const update = () => setRoute(parseRoute(new URL(location.href)));
+    listeners.add(update);
+    addEventListener('popstate', update);
+    return () => {
+      listeners.delete(update);
+      removeEventListener('popstate', update);
+    };
+  }, []);
+  return route;
+}
+
+/** A link that navigates in the page (a modified click still opens a new tab). */
+export function onLinkClick(event: MouseEvent, path: string): void {
+  if (event.button !== 0 || event.metaKey || event.ctrlKey || event.shiftKey || event.altKey)
+    return;
+  event.preventDefault();
+  navigate(path);
+}

@@ -1,0 +1,75 @@
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import fastifyStatic from '@fastify/static';
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+
+/**
+ * What the dashboard's pages may do, and nothing more: scripts, styles and requests to this
+ * origin only; no inline script or style element, no plugin, no framing by another page, no
+ * form posting elsewhere. What agents write is shown as text (the dashboard never interprets
+ * it as HTML); this is the second line, should that ever fail.
+ */
+export const DASHBOARD_CSP = [
+  "default-src 'self'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' data:",
+  "connect-src 'self'",
+  "font-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+function secure(reply: FastifyReply): void {
+  reply.header('content-security-policy', DASHBOARD_CSP);
+  reply.header('x-content-type-options', 'nosniff');
+  reply.header('referrer-policy', 'no-referrer');
+  reply.header('x-frame-options', 'DENY');
+  reply.header('cross-origin-opener-policy', 'same-origin');
+}
+
+/** Where the built dashboard is (`npm run build` makes it), or undefined when it was not built. */
+export function dashboardAssetsDir(): string | undefined {
+  try {
+    const manifest = createRequire(import.meta.url).resolve('@flightlog/dashboard/package.json');
+    const dist = join(dirname(manifest), 'dist');
+    return existsSync(join(dist, 'index.html')) ? dist : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface DashboardRoutesOptions {
+  assetsDir: string;
+}
+
+/**
+ * The web dashboard, from this process: its page at `/` and at each deep link (`/agents/:id`,
+ * `/runs/:id`, `/compare?a=&b=`: the page reads the address), its assets under `/assets/`. Nothing here needs a
+ * credential: the page signs in and calls the read and live API like any other client.
+ */
+export const dashboardRoutes: FastifyPluginAsync<DashboardRoutesOptions> = async (app, options) => {
+  await app.register(fastifyStatic, {
+    root: options.assetsDir,
+    prefix: '/assets/',
+    index: false,
+    wildcard: false,
+    // not content-hashed names: the browser asks again, a 304 is cheap
+    cacheControl: true,
+    maxAge: 0,
+    setHeaders: (reply) => secure(reply),
+  });
+  const page = async (_request: unknown, reply: FastifyReply) => {
+    secure(reply);
+    reply.header('cache-control', 'no-cache');
+    return reply.sendFile('index.html');
+  };
+  const hidden = { schema: { hide: true } };
+  app.get('/', hidden, page);
+  app.get('/agents/:agentId', hidden, page);
+  app.get('/runs/:traceId', hidden, page);
+  app.get('/compare', hidden, page);
+};
