@@ -221,6 +221,37 @@ describeEngines('GET /v1/agents [%s]', (engine) => {
     ]);
   });
 
+  it('pages a user with a role on 10,000 agents, each page a bounded read', async () => {
+    const p = prefix();
+    const user = `ida-${newId()}`;
+    // stored directly: 10,000 agents through the admin API would only slow the test
+    await server.store.sql.query(
+      `INSERT INTO agents (id) SELECT $1 || '-' || lpad(g::text, 5, '0') FROM generate_series(1, 10000) g`,
+      [p],
+    );
+    await server.store.sql.query(
+      `INSERT INTO members (agent_id, user_id, role)
+       SELECT $1 || '-' || lpad(g::text, 5, '0'), $2, 'viewer' FROM generate_series(1, 10000) g`,
+      [p, user],
+    );
+    const token = await mintDevToken(server.jwtSecret, user);
+    const started = performance.now();
+    const first = await list(token);
+    const firstMs = performance.now() - started;
+    expect(first.status).toBe(200);
+    expect((first.body as Page).agents).toHaveLength(100);
+    expect((first.body as Page).nextCursor).toEqual(expect.any(String));
+    // generous: a read of 101 rows, not of 10,000 (about 10 ms here; CI machines are slower)
+    expect(firstMs).toBeLessThan(2_000);
+
+    const pages = await walk(token, 500);
+    expect(pages).toHaveLength(20);
+    const ids = pages.flatMap((page) => page.agents.map((a) => a.agentId));
+    expect(new Set(ids).size).toBe(10_000);
+    expect(ids[0]).toBe(`${p}-00001`);
+    expect(ids.at(-1)).toBe(`${p}-10000`);
+  });
+
   it('refuses a bad limit or cursor with a 400 problem naming the field', async () => {
     const user = `gil-${newId()}`;
     const agent = await server.createAgent();
