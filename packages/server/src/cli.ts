@@ -9,6 +9,11 @@ import {
   revokeKey,
   revokeMember,
 } from './agents/agent-admin.js';
+import {
+  DASHBOARD_LINK_TTL_SECONDS,
+  dashboardBaseUrl,
+  dashboardLink,
+} from './auth/dashboard-link.js';
 import { mintDevToken } from './auth/dev-token.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { runDemo } from './demo.js';
@@ -35,6 +40,9 @@ Commands:
   member grant --agent ID --user SUB --role owner|editor|viewer
   member revoke --agent ID --user SUB
   dev-token --user SUB [--ttl SECONDS]        mint an HS256 identity token (needs JWT_SECRET)
+  dashboard-link --user SUB [--ttl SECONDS]   print a dashboard sign-in link for SUB: PUBLIC_URL
+                                              (or http://localhost:PORT) + #token=<identity
+                                              token>; needs JWT_SECRET; TTL 12 h by default
   demo [--once]                               start a server, run the example agent through a few
                                               runs and tail them live; --once exits afterwards
 
@@ -51,6 +59,14 @@ function print(value: unknown): void {
 function required(value: string | undefined, flag: string): string {
   if (!value) throw new UsageError(`missing ${flag}`);
   return value;
+}
+
+/** `--ttl`: a positive whole number of seconds, `fallback` when absent. */
+function ttlSeconds(value: string | undefined, fallback: number): number {
+  const ttl = value === undefined ? fallback : Number(value);
+  if (!Number.isInteger(ttl) || ttl <= 0)
+    throw new UsageError('--ttl must be a positive whole number');
+  return ttl;
 }
 
 function warn(message: string): void {
@@ -235,11 +251,18 @@ async function main(argv: string[]): Promise<void> {
       });
     case 'dev-token': {
       if (!config.jwtSecret) throw new UsageError('dev-token needs JWT_SECRET to be set');
-      const ttl = values.ttl === undefined ? 3600 : Number(values.ttl);
-      if (!Number.isInteger(ttl) || ttl <= 0)
-        throw new UsageError('--ttl must be a positive whole number');
+      const ttl = ttlSeconds(values.ttl, 3600);
       process.stdout.write(
         `${await mintDevToken(config.jwtSecret, required(values.user, '--user'), ttl)}\n`,
+      );
+      return;
+    }
+    case 'dashboard-link': {
+      if (!config.jwtSecret) throw new UsageError('dashboard-link needs JWT_SECRET to be set');
+      const ttl = ttlSeconds(values.ttl, DASHBOARD_LINK_TTL_SECONDS);
+      const user = required(values.user, '--user');
+      process.stdout.write(
+        `${await dashboardLink(config.jwtSecret, user, dashboardBaseUrl(config), ttl)}\n`,
       );
       return;
     }

@@ -23,6 +23,11 @@ export interface Config {
   jwtJwksUrl: string | undefined;
   jwtIssuer: string | undefined;
   jwtAudience: string | undefined;
+  /**
+   * Where people reach this service (`PUBLIC_URL`), e.g. behind a proxy: the base of the
+   * dashboard sign-in links the CLI prints. No query or fragment (the link adds its own).
+   */
+  publicUrl: string | undefined;
   /** Largest request body, both as received and after gzip inflation. */
   maxBodyBytes: number;
   /**
@@ -256,6 +261,9 @@ export function loadConfig(env: Env = process.env): Config {
     for (const name of ['JWT_ISSUER', 'JWT_AUDIENCE'])
       if (text(env, name) === undefined)
         throw new ConfigError(`${name} is required with JWT_JWKS_URL`);
+  const publicUrl = url(env, 'PUBLIC_URL', ['https:', 'http:']);
+  if (publicUrl !== undefined && /[?#]/.test(publicUrl))
+    throw new ConfigError('PUBLIC_URL must not have a query or a fragment');
   const logLevel = text(env, 'LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel))
     throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
@@ -277,6 +285,7 @@ export function loadConfig(env: Env = process.env): Config {
     jwtJwksUrl,
     jwtIssuer: text(env, 'JWT_ISSUER'),
     jwtAudience: text(env, 'JWT_AUDIENCE'),
+    publicUrl,
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 5 * 1024 * 1024, 1_024, 1024 * 1024 * 1024),
     largeBodyBytes: integer(env, 'LARGE_BODY_BYTES', 256 * 1024, 1_024, 1024 * 1024 * 1024),
     // one core is the event loop's

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { ulid } from 'ulidx';
+import { signInLink } from './auth/dashboard-link.js';
 import { mintDevToken } from './auth/dev-token.js';
 import type { Config } from './config.js';
 import { startServer, type RunningServer } from './server.js';
@@ -361,6 +362,11 @@ export async function runDemo(base: Config, options: DemoOptions): Promise<void>
       );
     say(
       `  All runs: curl -s ${url}/v1/agents/${agent.agentId}/traces -H 'Authorization: Bearer ${token}'`,
+    );
+
+    // PUBLIC_URL when the demo is reached through a proxy; else the address it listens on
+    say(
+      `Open the dashboard, signed in as "${VIEWER}": ${signInLink(config.publicUrl ?? url, token)}`,
     );
 
     if (options.once) {

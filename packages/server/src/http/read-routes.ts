@@ -1,4 +1,5 @@
 import {
+  AgentListSchema,
   EventSchema,
   ProblemSchema,
   StringEnum,
@@ -10,6 +11,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { IdentityVerifier } from '../auth/identity.js';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
+import { listAgents } from '../read/agent-list.js';
 import { readAnalysis } from '../read/analysis-reader.js';
 import { listTraces, readTrace } from '../read/trace-reader.js';
 import type { Store } from '../store/open-store.js';
@@ -83,6 +85,29 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
             'A trace is analysed once it is completed or errored.',
         );
       return outcome.analysis;
+    },
+  );
+
+  app.get(
+    '/v1/agents',
+    {
+      schema: {
+        summary:
+          "The caller's agents, by agent id, one page at a time: role, verification, trace count",
+        querystring: Type.Object(
+          {
+            limit: Type.Optional(Type.String({ maxLength: 10 })),
+            cursor: Type.Optional(Type.String({ maxLength: 1024 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: AgentListSchema, 400: ProblemSchema, 401: ProblemSchema },
+      },
+    },
+    async (request) => {
+      const outcome = await listAgents(store, userOf(request), request.query);
+      if (outcome.kind === 'invalid') throw validationFailed(outcome.errors);
+      return outcome.page;
     },
   );
 

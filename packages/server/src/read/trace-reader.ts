@@ -40,7 +40,8 @@ export async function readTrace(
   return found ? { kind: 'found', ...found } : { kind: 'not-found' };
 }
 
-function parseLimit(
+/** A list's `limit` query parameter: `fallback` when absent; else an error in `errors`. */
+export function parseLimit(
   text: string | undefined,
   fallback: number,
   max: number,
@@ -56,7 +57,8 @@ function parseLimit(
   return limit;
 }
 
-function badCursor(): FieldError {
+/** The field error of a cursor this endpoint did not write. */
+export function badCursor(): FieldError {
   return { pointer: '/querystring/cursor', detail: 'is not a cursor returned by this endpoint' };
 }
 

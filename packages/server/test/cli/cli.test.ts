@@ -101,6 +101,68 @@ describeEngines('flightlog CLI, headless bootstrap end to end [%s]', (engine) =>
     expect(read.body.trace.agentId).toBe('cli-agent');
   }, 180_000);
 
+  it('prints a dashboard sign-in link whose fragment is a token the server takes for GET /v1/agents', async () => {
+    if (!serve) throw new Error('serve did not start');
+    const printed = await runCli(['dashboard-link', '--user', 'ana'], {
+      ...env,
+      PUBLIC_URL: `${serve.url}/`,
+    });
+    expect(printed.code, printed.stderr).toBe(0);
+    const lines = printed.stdout.split('\n').filter(Boolean);
+    expect(lines).toHaveLength(1);
+    const link = lines[0] as string;
+    // the token travels in the fragment only: nothing of it reaches a server's request line
+    expect(link).not.toContain('?');
+    expect(link.startsWith(`${serve.url}/#token=`)).toBe(true);
+    const url = new URL(link);
+    expect(url.search).toBe('');
+    const token = new URLSearchParams(url.hash.slice(1)).get('token') ?? '';
+    const agents = await send(serve.url, '/v1/agents', undefined, { token });
+    expect(agents.status, agents.text).toBe(200);
+    expect(agents.body.nextCursor).toBeNull();
+    expect(agents.body.agents).toEqual([
+      expect.objectContaining({ agentId: 'cli-agent', name: 'From the CLI', role: 'editor' }),
+    ]);
+    expect(agents.body.agents[0].traceCount).toBe(1);
+
+    // valid for 12 hours unless --ttl says otherwise
+    const lifetime = (jwt: string) => {
+      const claims = JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString());
+      return (claims.exp as number) - (claims.iat as number);
+    };
+    expect(lifetime(token)).toBe(12 * 3600);
+    const short = await runCli(['dashboard-link', '--user', 'ana', '--ttl', '60'], env);
+    expect(short.code, short.stderr).toBe(0);
+    expect(lifetime(short.stdout.trim().split('#token=')[1] ?? '')).toBe(60);
+
+    // without PUBLIC_URL: this machine's PORT, 8080 unless set
+    expect(short.stdout).toMatch(/^http:\/\/localhost:8080\/#token=[\w-]+\.[\w-]+\.[\w-]+\n$/);
+    const onPort = await runCli(['dashboard-link', '--user', 'ana'], { ...env, PORT: '9123' });
+    expect(onPort.stdout).toMatch(/^http:\/\/localhost:9123\/#token=/);
+    const behindProxy = await runCli(['dashboard-link', '--user', 'ana'], {
+      ...env,
+      PUBLIC_URL: 'https://flightlog.example.com/ops',
+    });
+    expect(behindProxy.stdout).toMatch(/^https:\/\/flightlog\.example\.com\/ops\/#token=/);
+
+    const { JWT_SECRET: _secret, ...withoutSecret } = env;
+    const refused = await runCli(['dashboard-link', '--user', 'ana'], withoutSecret);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('dashboard-link needs JWT_SECRET to be set');
+    const noUser = await runCli(['dashboard-link'], env);
+    expect(noUser.code).toBe(2);
+    expect(noUser.stderr).toContain('missing --user');
+    const badTtl = await runCli(['dashboard-link', '--user', 'ana', '--ttl', '0'], env);
+    expect(badTtl.code).toBe(2);
+    expect(badTtl.stderr).toContain('--ttl must be a positive whole number');
+    const query = await runCli(['dashboard-link', '--user', 'ana'], {
+      ...env,
+      PUBLIC_URL: 'https://flightlog.example.com/?x=1',
+    });
+    expect(query.code).toBe(2);
+    expect(query.stderr).toContain('PUBLIC_URL must not have a query or a fragment');
+  });
+
   // PGlite only: PostgreSQL has no data directory for one process to hold
   if (engine === 'pglite')
     it('refuses to open a DATA_DIR that a running server holds', async () => {

@@ -1,0 +1,45 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { Count, Identifier, IsoDateTime, Nullable, StringEnum } from './primitives.js';
+
+/** A dashboard user's role on an agent. */
+export const MEMBER_ROLES = ['owner', 'editor', 'viewer'] as const;
+export type MemberRole = (typeof MEMBER_ROLES)[number];
+
+/**
+ * Counts stop here: `traceCount` of an agent with more traces is this number, with
+ * `traceCountCapped` true ("10,000+"), so that a page of agents costs at most this many index
+ * entries per agent, however many traces each has.
+ */
+export const TRACE_COUNT_CAP = 10_000;
+
+/** One agent the caller has a role on, as `GET /v1/agents` lists it. */
+export const AgentSummarySchema = Type.Object(
+  {
+    agentId: Identifier,
+    name: Nullable(Type.String()),
+    /** The caller's role on the agent. */
+    role: StringEnum(MEMBER_ROLES),
+    /** When the agent's first batch carried its verify token; null until then. */
+    verifiedAt: Nullable(IsoDateTime),
+    createdAt: IsoDateTime,
+    /** The agent's traces, up to TRACE_COUNT_CAP. */
+    traceCount: Count,
+    /** True when the agent has more than TRACE_COUNT_CAP traces (traceCount is then the cap). */
+    traceCountCapped: Type.Boolean(),
+    /** `startedAt` of the agent's newest trace (the first of its runs list); null without one. */
+    lastTraceAt: Nullable(IsoDateTime),
+  },
+  { additionalProperties: false },
+);
+export type AgentSummary = Static<typeof AgentSummarySchema>;
+
+/** Body of `GET /v1/agents`: one page of the caller's agents, by agent id. */
+export const AgentListSchema = Type.Object(
+  {
+    agents: Type.Array(AgentSummarySchema),
+    /** Where the next page starts; null on the last page. */
+    nextCursor: Nullable(Type.String()),
+  },
+  { additionalProperties: false },
+);
+export type AgentList = Static<typeof AgentListSchema>;
