@@ -46,6 +46,8 @@ export interface AgentSummary {
   verifiedAt: string | null;
   createdAt?: string;
   traceCount?: number;
+  /** The count stopped at its cap (shown as `10,000+`). */
+  traceCountCapped?: boolean;
   lastTraceAt?: string | null;
 }
 

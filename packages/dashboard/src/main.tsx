@@ -1,4 +1,4 @@
-import { render } from 'preact';
+import { Fragment, render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { onUnauthorized } from './api.js';
 import { Link } from './components/link.js';
@@ -14,6 +14,17 @@ function App() {
   const [token, setToken] = useState(currentToken);
   const [expired, setExpired] = useState(false);
   const route = useRoute();
+
+  // a sign-in link followed in a tab that is already open: same document, a new fragment
+  useEffect(() => {
+    const onHash = () => {
+      if (!takeTokenFromFragment()) return;
+      setExpired(false);
+      setToken(currentToken());
+    };
+    addEventListener('hashchange', onHash);
+    return () => removeEventListener('hashchange', onHash);
+  }, []);
 
   useEffect(
     () =>
@@ -70,16 +81,19 @@ function App() {
           Sign out
         </button>
       </header>
-      {route.page === 'agents' && <AgentsPage />}
-      {route.page === 'runs' && <RunsPage agentId={route.agentId} status={route.status} />}
-      {route.page === 'run' && <RunPage traceId={route.traceId} />}
-      {route.page === 'compare' && <ComparePage left={route.left} right={route.right} />}
-      {route.page === 'not-found' && (
-        <main>
-          <p>No such page.</p>
-          <Link href="/">Agents</Link>
-        </main>
-      )}
+      {/* a new token (another sign-in link) reads every page again */}
+      <Fragment key={token}>
+        {route.page === 'agents' && <AgentsPage />}
+        {route.page === 'runs' && <RunsPage agentId={route.agentId} status={route.status} />}
+        {route.page === 'run' && <RunPage traceId={route.traceId} />}
+        {route.page === 'compare' && <ComparePage left={route.left} right={route.right} />}
+        {route.page === 'not-found' && (
+          <main>
+            <p>No such page.</p>
+            <Link href="/">Agents</Link>
+          </main>
+        )}
+      </Fragment>
     </>
   );
 }

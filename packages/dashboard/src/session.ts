@@ -6,12 +6,14 @@
  */
 const KEY = 'flightlog.token';
 
-export function takeTokenFromFragment(): void {
+/** True when the address carried a token (now kept, and gone from the address). */
+export function takeTokenFromFragment(): boolean {
   const fragment = new URLSearchParams(location.hash.slice(1));
   const token = fragment.get('token');
-  if (!token) return;
+  if (!token) return false;
   sessionStorage.setItem(KEY, token);
   history.replaceState(history.state, '', location.pathname + location.search);
+  return true;
 }
 
 export function currentToken(): string | null {

@@ -45,7 +45,10 @@ export function AgentsPage() {
                   {agent.name !== null && <CopyId id={agent.agentId} />}
                 </td>
                 <td>{agent.role}</td>
-                <td class="num">{agent.traceCount?.toLocaleString() ?? '—'}</td>
+                <td class="num">
+                  {agent.traceCount?.toLocaleString() ?? '—'}
+                  {agent.traceCountCapped ? '+' : ''}
+                </td>
                 <td>
                   <TimeAgo iso={agent.lastTraceAt} />
                 </td>

@@ -1,4 +1,5 @@
 import { join } from 'node:path';
+import { mintDevToken } from '../../src/auth/dev-token.js';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { llmCallEvent, newId, runBatch, traceSnapshot } from '../fixtures/batches.js';
@@ -66,8 +67,16 @@ describeWithBrowser('the dashboard in a browser', () => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.getByRole('table', { name: 'Your agents' }).waitFor();
 
+    // a link followed in the open tab: a refused token asks to sign in again
     await page.goto(`${server.url}/#token=not-a-valid-token`);
     await page.getByText('Sign in again').waitFor();
+
+    // a token that expires while the page is open: the page says so when it does
+    const shortLived = await mintDevToken(server.jwtSecret, 'alice', 2);
+    await page.goto(`${server.url}/#token=${shortLived}`);
+    await page.getByRole('table', { name: 'Your agents' }).waitFor();
+    await page.getByText('Sign in again').waitFor({ timeout: 5_000 });
+    await page.screenshot({ path: join(SCREENSHOTS, 'sign-in-again.png') });
   });
 
   it("shows an agent's runs, a new run at the top within a second and a running one updated in place", async () => {
