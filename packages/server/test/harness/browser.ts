@@ -77,3 +77,18 @@ export async function launchBrowser(): Promise<DashboardBrowser> {
     },
   };
 }
+
+/** axe-core's rules broken on the page that it rates serious or critical, as `rule: target`. */
+export async function seriousAccessibilityViolations(page: Page): Promise<string[]> {
+  const { source } = (await import('axe-core')) as unknown as { source: string };
+  // evaluated through the DevTools protocol: the page's CSP does not apply to it
+  await page.evaluate(source);
+  const result = (await page.evaluate(
+    "axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21aa'] } })",
+  )) as {
+    violations: Array<{ id: string; impact: string | null; nodes: Array<{ target: unknown }> }>;
+  };
+  return result.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .flatMap((v) => v.nodes.map((node) => `${v.id}: ${JSON.stringify(node.target)}`));
+}

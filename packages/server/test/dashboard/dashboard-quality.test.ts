@@ -1,0 +1,94 @@
+import { gzipSync } from 'node:zlib';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { newId, runBatch, traceSnapshot } from '../fixtures/batches.js';
+import { failedNestedRun, toolCallEvent } from '../fixtures/dashboard-runs.js';
+import {
+  describeWithBrowser,
+  launchBrowser,
+  SCREENSHOTS,
+  seriousAccessibilityViolations,
+  type DashboardBrowser,
+} from '../harness/browser.js';
+import { postBatch, send } from '../harness/http.js';
+import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
+
+/*
+ * Issue 16: the dashboard is small, and usable by everyone in both colour schemes: each page
+ * checked by axe-core (WCAG 2.1 A/AA) in light and dark, with no serious or critical violation.
+ */
+/** What shows once each page has what it loads. */
+const READY: Record<string, string> = {
+  agents: 'tr[data-agent-id]',
+  runs: 'tbody tr',
+  run: 'li.step',
+  compare: 'h2.divergence',
+};
+
+describeWithBrowser('the dashboard is small and accessible', () => {
+  let server: TestServer;
+  let browser: DashboardBrowser;
+  let agent: TestAgent;
+  let token: string;
+  const paths: Record<string, string> = {};
+
+  beforeAll(async () => {
+    server = await startTestServer('pglite');
+    browser = await launchBrowser();
+    agent = await server.createAgent({ name: 'Treasury bot' });
+    token = await server.userToken('grace', agent.agentId, 'owner');
+    const failed = failedNestedRun();
+    const ok = runBatch({ events: 0 });
+    const okTrace = traceSnapshot({
+      ...ok.trace,
+      status: 'completed',
+      eventCount: 1,
+      durationMs: 900,
+      inputSummary: 'Swap 1 SOL for USDC',
+    });
+    for (const body of [
+      failed.body,
+      { batchId: newId(), items: [{ trace: okTrace, events: [toolCallEvent(okTrace.id, 0)] }] },
+      runBatch({ events: 3 }).body,
+    ])
+      expect((await postBatch(server.url, agent.apiKey, body)).status).toBe(202);
+    Object.assign(paths, {
+      agents: '/',
+      runs: `/agents/${agent.agentId}`,
+      run: `/runs/${failed.trace.id}`,
+      compare: `/compare?a=${okTrace.id}&b=${failed.trace.id}`,
+    });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await server?.close();
+  });
+
+  it('weighs under 150 KB gzipped, all of it from this server', async () => {
+    let total = 0;
+    for (const path of ['/', '/assets/app.js', '/assets/app.css']) {
+      const answer = await send(server.url, path);
+      expect(answer.status, path).toBe(200);
+      total += gzipSync(answer.text).byteLength;
+    }
+    console.log(`the dashboard: ${(total / 1024).toFixed(1)} KiB gzipped`);
+    expect(total).toBeLessThan(150 * 1024);
+  });
+
+  for (const scheme of ['light', 'dark'] as const)
+    it(`has no serious accessibility violation on any page, ${scheme}`, async () => {
+      const { page } = await browser.newPage({ colorScheme: scheme });
+      await page.goto(`${server.url}/`);
+      await page.getByRole('button', { name: 'Sign in' }).waitFor();
+      const found: Record<string, string[]> = {
+        'sign-in': await seriousAccessibilityViolations(page),
+      };
+      for (const [name, path] of Object.entries(paths)) {
+        await page.goto(`${server.url}${path}#token=${token}`);
+        await page.locator(READY[name]!).first().waitFor();
+        found[name] = await seriousAccessibilityViolations(page);
+        await page.screenshot({ path: join(SCREENSHOTS, `${name}-${scheme}.png`), fullPage: true });
+      }
+      expect(found).toEqual({ 'sign-in': [], agents: [], runs: [], run: [], compare: [] });
+    });
+});
