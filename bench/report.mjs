@@ -238,11 +238,57 @@ function analysisRows(json) {
   ].filter(Boolean);
 }
 
+function dashboardRows(json) {
+  const benchmark = 'dashboard';
+  const rows = [];
+  if (json.live)
+    rows.push(
+      row({
+        benchmark,
+        figure: '202 → row in the browser, p99 (in-process bus)',
+        value: json.live.browser?.p99,
+        unit: 'ms',
+        baseline: json.live.plainSse?.p99,
+        baselineLabel: 'plain SSE client',
+        target: '< 100 ms',
+        meets: (v) => v < 100,
+      }),
+    );
+  if (json.bigRun)
+    rows.push(
+      row({
+        benchmark,
+        figure: 'a 10,000-step run: first steps painted',
+        value: json.bigRun.firstPaintMs,
+        unit: 'ms',
+        baseline: json.bigRun.apiReadAllMs,
+        baselineLabel: 'read API, all pages, from node',
+        target: '< 1000 ms',
+        meets: (v) => v < 1000,
+      }),
+    );
+  if (json.runsList)
+    rows.push(
+      row({
+        benchmark,
+        figure: `runs list page, agent with ${json.runsList.runs} runs`,
+        value: json.runsList.firstPageMs,
+        unit: 'ms',
+        baseline: json.runsList.rawSqlMs,
+        baselineLabel: 'its SQL alone',
+        target: '< 200 ms',
+        meets: (v) => v < 200,
+      }),
+    );
+  return rows;
+}
+
 export const SUMMARISE = {
   ingest: ingestRows,
   live: liveRows,
   client: clientRows,
   analysis: analysisRows,
+  dashboard: dashboardRows,
 };
 
 // ---------------------------------------------------------------------------------------------

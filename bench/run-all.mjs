@@ -1,4 +1,4 @@
-// The benchmark suite (`npm run bench`): runs ingest.mjs, live.mjs, client.mjs and analysis.mjs
+// The benchmark suite (`npm run bench`): runs ingest.mjs, live.mjs, client.mjs, analysis.mjs and dashboard.mjs
 // one after the other as child processes, each with bounded durations, each with its baselines
 // in the same run (see each file), then prints one summary table (figure, value, baseline, ratio,
 // target, met) and writes the figures to bench/results/latest.json (and as a Markdown table to
@@ -56,6 +56,11 @@ const BENCHMARKS = [
     name: 'analysis',
     defaults: { BENCH_JOBS: '200', BENCH_ROUNDS: '3', BENCH_DELAY_SAMPLES: '50' },
     quick: { BENCH_JOBS: '30', BENCH_ROUNDS: '1', BENCH_DELAY_SAMPLES: '10' },
+  },
+  {
+    name: 'dashboard',
+    defaults: { BENCH_BATCHES: '200', BENCH_ROUNDS: '3' },
+    quick: { BENCH_BATCHES: '50', BENCH_ROUNDS: '1', BENCH_RUNS: '10000' },
   },
 ];
 
