@@ -21,11 +21,13 @@
 //            server's time). Baseline: the same page's SQL run directly with pg. Target < 200 ms.
 //
 // Figures are printed and written to bench/results/dashboard-latest.json.
+/* global window, document, MutationObserver -- the functions given to page.evaluate run in the page */
 import { existsSync } from 'node:fs';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { chromium } from 'playwright-core';
