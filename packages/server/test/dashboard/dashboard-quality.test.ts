@@ -1,8 +1,10 @@
 import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { newId, runBatch, traceSnapshot } from '../fixtures/batches.js';
-import { failedNestedRun, toolCallEvent } from '../fixtures/dashboard-runs.js';
+import type { RunBatch } from '../fixtures/batches.js';
+import { showcaseRuns } from '../fixtures/dashboard-runs.js';
+import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
+import { startTestWorker } from '../harness/analysis.js';
 import {
   describeWithBrowser,
   launchBrowser,
@@ -21,7 +23,8 @@ import { startTestServer, type TestAgent, type TestServer } from '../harness/tes
 const READY: Record<string, string> = {
   agents: 'tr[data-agent-id]',
   runs: 'tbody tr',
-  run: 'li.step',
+  run: '.markdown',
+  failed: '.markdown',
   compare: 'h2.divergence',
 };
 
@@ -30,6 +33,7 @@ describeWithBrowser('the dashboard is small and accessible', () => {
   let browser: DashboardBrowser;
   let agent: TestAgent;
   let token: string;
+  let worker: AnalysisWorker | undefined;
   const paths: Record<string, string> = {};
 
   beforeAll(async () => {
@@ -37,29 +41,22 @@ describeWithBrowser('the dashboard is small and accessible', () => {
     browser = await launchBrowser();
     agent = await server.createAgent({ name: 'Treasury bot' });
     token = await server.userToken('grace', agent.agentId, 'owner');
-    const failed = failedNestedRun();
-    const ok = runBatch({ events: 0 });
-    const okTrace = traceSnapshot({
-      ...ok.trace,
-      status: 'completed',
-      eventCount: 1,
-      durationMs: 900,
-      inputSummary: 'Swap 1 SOL for USDC',
-    });
-    for (const body of [
-      failed.body,
-      { batchId: newId(), items: [{ trace: okTrace, events: [toolCallEvent(okTrace.id, 0)] }] },
-      runBatch({ events: 3 }).body,
-    ])
-      expect((await postBatch(server.url, agent.apiKey, body)).status).toBe(202);
+    const runs = showcaseRuns();
+    for (const run of runs)
+      expect((await postBatch(server.url, agent.apiKey, run.body)).status).toBe(202);
+    const [good, , failed] = runs as [RunBatch, RunBatch, RunBatch];
+    // the finished runs' autopsies, written by the real analyzer, so the run pages show them
+    worker = startTestWorker(server.store);
     Object.assign(paths, {
       agents: '/',
       runs: `/agents/${agent.agentId}`,
-      run: `/runs/${failed.trace.id}`,
-      compare: `/compare?a=${okTrace.id}&b=${failed.trace.id}`,
+      run: `/runs/${runs[1]!.trace.id}`,
+      failed: `/runs/${failed.trace.id}`,
+      compare: `/compare?a=${good.trace.id}&b=${failed.trace.id}`,
     });
   });
   afterAll(async () => {
+    await worker?.stop(5_000);
     await browser?.close();
     await server?.close();
   });
@@ -83,12 +80,20 @@ describeWithBrowser('the dashboard is small and accessible', () => {
       const found: Record<string, string[]> = {
         'sign-in': await seriousAccessibilityViolations(page),
       };
+      await page.screenshot({ path: join(SCREENSHOTS, `sign-in-${scheme}.png`) });
       for (const [name, path] of Object.entries(paths)) {
         await page.goto(`${server.url}${path}#token=${token}`);
         await page.locator(READY[name]!).first().waitFor();
         found[name] = await seriousAccessibilityViolations(page);
         await page.screenshot({ path: join(SCREENSHOTS, `${name}-${scheme}.png`), fullPage: true });
       }
-      expect(found).toEqual({ 'sign-in': [], agents: [], runs: [], run: [], compare: [] });
+      expect(found).toEqual({
+        'sign-in': [],
+        agents: [],
+        runs: [],
+        run: [],
+        failed: [],
+        compare: [],
+      });
     });
 });
