@@ -2,6 +2,7 @@
 // page loads comes from the server that serves it (no CDN, no other origin, works offline).
 import { build } from 'esbuild';
 import { copyFile, mkdir, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
@@ -24,3 +25,6 @@ await build({
 });
 await copyFile(`${root}src/index.html`, `${dist}/index.html`);
 await copyFile(`${root}src/styles.css`, `${dist}/app.css`);
+// uPlot's own stylesheet (its tooltip and axis layout), served from here like the rest
+const require = createRequire(import.meta.url);
+await copyFile(require.resolve('uplot/dist/uPlot.min.css'), `${dist}/uplot.css`);

@@ -1,4 +1,5 @@
 import type { Event, Trace, TraceAnalysis } from '@flightlog/protocol';
+import { RUN_FILTER_KEYS, type RunFilters } from './router.js';
 import { currentToken } from './session.js';
 
 /** A refusal of the API, as its problem document says it. */
@@ -71,11 +72,11 @@ export const listAgents = (signal?: AbortSignal) => getJson<AgentsPage>('/v1/age
 
 export function listTraces(
   agentId: string,
-  query: { status?: string; cursor?: string | null; limit?: number },
+  query: Partial<RunFilters> & { cursor?: string | null; limit?: number },
   signal?: AbortSignal,
 ): Promise<TracesPage> {
   const params = new URLSearchParams();
-  if (query.status) params.set('status', query.status);
+  for (const key of RUN_FILTER_KEYS) if (query[key]) params.set(key, query[key]);
   if (query.cursor) params.set('cursor', query.cursor);
   params.set('limit', String(query.limit ?? 50));
   return getJson(`/v1/agents/${encodeURIComponent(agentId)}/traces?${params}`, signal);
@@ -94,3 +95,25 @@ export function readTracePage(
 
 export const readAnalysis = (traceId: string, signal?: AbortSignal) =>
   getJson<TraceAnalysis>(`/v1/traces/${encodeURIComponent(traceId)}/analysis`, signal);
+
+/** One bucket of an agent's chart, or the window's totals (`GET /v1/agents/:id/stats`). */
+export interface StatsFigures {
+  runs: number;
+  errored: number;
+  p50DurationMs: number | null;
+  p95DurationMs: number | null;
+  costUsd: string;
+  lamports: string;
+}
+
+export interface AgentStats {
+  window: '24h' | '7d';
+  bucketSeconds: number;
+  from: string;
+  to: string;
+  buckets: Array<StatsFigures & { start: string }>;
+  totals: StatsFigures;
+}
+
+export const readAgentStats = (agentId: string, window: '24h' | '7d', signal?: AbortSignal) =>
+  getJson<AgentStats>(`/v1/agents/${encodeURIComponent(agentId)}/stats?window=${window}`, signal);

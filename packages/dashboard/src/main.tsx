@@ -84,7 +84,7 @@ function App() {
       {/* a new token (another sign-in link) reads every page again */}
       <Fragment key={token}>
         {route.page === 'agents' && <AgentsPage />}
-        {route.page === 'runs' && <RunsPage agentId={route.agentId} status={route.status} />}
+        {route.page === 'runs' && <RunsPage agentId={route.agentId} filters={route.filters} />}
         {route.page === 'run' && <RunPage traceId={route.traceId} />}
         {route.page === 'compare' && <ComparePage left={route.left} right={route.right} />}
         {route.page === 'not-found' && (

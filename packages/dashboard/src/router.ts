@@ -1,9 +1,21 @@
 import { useEffect, useState } from 'preact/hooks';
 
+/** What the runs list is narrowed to; each is in the page's address, so it can be shared. */
+export interface RunFilters {
+  status: string;
+  tag: string;
+  /** ISO instants (the read API's `from`, inclusive, and `to`, exclusive). */
+  from: string;
+  to: string;
+  q: string;
+}
+
+export const RUN_FILTER_KEYS = ['status', 'tag', 'from', 'to', 'q'] as const;
+
 /** The dashboard's pages, each with a URL that can be shared and reloaded. */
 export type Route =
   | { page: 'agents' }
-  | { page: 'runs'; agentId: string; status: string }
+  | { page: 'runs'; agentId: string; filters: RunFilters }
   | { page: 'run'; traceId: string }
   | { page: 'compare'; left: string; right: string }
   | { page: 'not-found' };
@@ -12,7 +24,17 @@ export function parseRoute(url: URL): Route {
   const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
   if (parts.length === 0) return { page: 'agents' };
   if (parts[0] === 'agents' && parts.length === 2)
-    return { page: 'runs', agentId: parts[1]!, status: url.searchParams.get('status') ?? '' };
+    return {
+      page: 'runs',
+      agentId: parts[1]!,
+      filters: {
+        status: url.searchParams.get('status') ?? '',
+        tag: url.searchParams.get('tag') ?? '',
+        from: url.searchParams.get('from') ?? '',
+        to: url.searchParams.get('to') ?? '',
+        q: url.searchParams.get('q') ?? '',
+      },
+    };
   if (parts[0] === 'runs' && parts.length === 2) return { page: 'run', traceId: parts[1]! };
   const [left, right] = [url.searchParams.get('a'), url.searchParams.get('b')];
   if (parts[0] === 'compare' && parts.length === 1 && left && right)
@@ -20,8 +42,12 @@ export function parseRoute(url: URL): Route {
   return { page: 'not-found' };
 }
 
-export const agentPath = (agentId: string, status = '') =>
-  `/agents/${encodeURIComponent(agentId)}${status ? `?status=${encodeURIComponent(status)}` : ''}`;
+export function agentPath(agentId: string, filters: Partial<RunFilters> = {}): string {
+  const query = new URLSearchParams();
+  for (const key of RUN_FILTER_KEYS) if (filters[key]) query.set(key, filters[key]);
+  const search = query.toString();
+  return `/agents/${encodeURIComponent(agentId)}${search ? `?${search}` : ''}`;
+}
 export const runPath = (traceId: string) => `/runs/${encodeURIComponent(traceId)}`;
 export const comparePath = (left: string, right: string) =>
   `/compare?${new URLSearchParams({ a: left, b: right })}`;

@@ -1,4 +1,5 @@
 import { listAgents } from '../api.js';
+import { AgentSparkline } from '../components/agent-sparkline.js';
 import { CopyId } from '../components/copy-id.js';
 import { Link } from '../components/link.js';
 import { TimeAgo } from '../components/time-ago.js';
@@ -31,6 +32,7 @@ export function AgentsPage() {
               <th>Agent</th>
               <th>Role</th>
               <th class="num">Runs</th>
+              <th>Last 24 h</th>
               <th>Last run</th>
               <th>Verified</th>
             </tr>
@@ -48,6 +50,9 @@ export function AgentsPage() {
                 <td class="num">
                   {agent.traceCount?.toLocaleString() ?? '—'}
                   {agent.traceCountCapped ? '+' : ''}
+                </td>
+                <td>
+                  <AgentSparkline agentId={agent.agentId} />
                 </td>
                 <td>
                   <TimeAgo iso={agent.lastTraceAt} />

@@ -4,6 +4,7 @@ import { ApiError, readAnalysis } from '../api.js';
 import { loadRun } from '../run-loader.js';
 import { CopyId } from '../components/copy-id.js';
 import { JsonView } from '../components/json-view.js';
+import { LiveIndicator, type LiveState } from '../components/live-indicator.js';
 import { LockedPayload } from '../components/locked-payload.js';
 import { Link } from '../components/link.js';
 import { MarkdownView, safeHref } from '../components/markdown-view.js';
@@ -22,6 +23,7 @@ export function RunPage(props: { traceId: string }) {
   const [error, setError] = useState<{ status?: number; message: string } | null>(null);
   const [selected, setSelected] = useState<string | null>(null);
   const [analysis, setAnalysis] = useState<TraceAnalysis | null>(null);
+  const [live, setLive] = useState<LiveState | null>(null);
 
   // the run and all its events, page by page
   useEffect(() => {
@@ -58,7 +60,7 @@ export function RunPage(props: { traceId: string }) {
   useEffect(() => {
     if (!agentId || !running) return undefined;
     return openLiveStream(agentId, {
-      onState: () => {},
+      onState: (state) => setLive(state),
       onItem: (item) => {
         if (item.trace.id !== traceId) return;
         setTrace(item.trace);
@@ -129,6 +131,7 @@ export function RunPage(props: { traceId: string }) {
         <h1>
           <StatusBadge status={trace.status} />{' '}
           <span class="summary-text">{trace.inputSummary || trace.id}</span>
+          {running && live && <LiveIndicator state={live} />}
         </h1>
         <p class="facts">
           <span>
@@ -269,7 +272,15 @@ function EventDetail(props: { event: Event }) {
       )}
       {event.payloadEncrypted ? (
         <LockedPayload envelope={event.payload} />
-      ) : event.type === 'tool_call' ? (
+      ) : event.type === 'llm_call' ? (
+        <>
+          {(p.input as { messages?: unknown } | undefined)?.messages !== undefined && (
+            <JsonView label="messages" value={(p.input as { messages: unknown }).messages} />
+          )}
+          {p.output !== undefined && <JsonView label="output" value={p.output} />}
+          <JsonView label="payload" value={p} open={false} />
+        </>
+      ) : event.type === 'tool_call' || event.type === 'mcp_call' ? (
         <>
           {p.input !== undefined && <JsonView label="input" value={p.input} />}
           {p.output !== undefined && <JsonView label="output" value={p.output} />}

@@ -2,21 +2,22 @@ import type { Trace } from '@flightlog/protocol';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { listTraces } from '../api.js';
 import { Link } from '../components/link.js';
+import { LiveIndicator, type LiveState } from '../components/live-indicator.js';
 import { StatusBadge } from '../components/status-badge.js';
 import { TimeAgo } from '../components/time-ago.js';
 import { formatDecimal, formatDuration, formatUsd } from '../format.js';
 import { openLiveStream } from '../live-stream.js';
-import { agentPath, comparePath, navigate, runPath } from '../router.js';
-
-const STATUSES = ['running', 'completed', 'errored', 'timeout'];
-type LiveState = 'connecting' | 'live' | 'interrupted' | 'ended';
+import { comparePath, navigate, runPath, RUN_FILTER_KEYS, type RunFilters } from '../router.js';
+import { FilterBar, matches } from '../components/filter-bar.js';
+import { AgentChart } from '../components/agent-chart.js';
 
 /** Newest first, as the read API pages them. */
 const newerFirst = (a: Trace, b: Trace) =>
   b.startedAt === a.startedAt ? (a.id < b.id ? 1 : -1) : b.startedAt < a.startedAt ? -1 : 1;
 
-export function RunsPage(props: { agentId: string; status: string }) {
-  const { agentId, status } = props;
+export function RunsPage(props: { agentId: string; filters: RunFilters }) {
+  const { agentId, filters } = props;
+  const filterKey = JSON.stringify(filters);
   const [rows, setRows] = useState<Trace[]>([]);
   const [nextCursor, setNextCursor] = useState<string | null>(null);
   const [loading, setLoading] = useState(true);
@@ -38,7 +39,7 @@ export function RunsPage(props: { agentId: string; status: string }) {
     setHeld([]);
     setLoading(true);
     setError(null);
-    listTraces(agentId, { status }, abort.signal).then(
+    listTraces(agentId, filters, abort.signal).then(
       (page) => {
         setRows(page.traces);
         setNextCursor(page.nextCursor);
@@ -51,7 +52,8 @@ export function RunsPage(props: { agentId: string; status: string }) {
       },
     );
     return () => abort.abort();
-  }, [agentId, status]);
+    // the filters by value: a new object for the same filters reads nothing again
+  }, [agentId, filterKey]);
 
   // the agent's live stream: a new run appears at the top, a running one updates in place
   useEffect(() => {
@@ -60,7 +62,7 @@ export function RunsPage(props: { agentId: string; status: string }) {
       onState: (state, detail) => setLive(detail === undefined ? { state } : { state, detail }),
       // updates were missed: the first page again, merged (rows already shown keep their place)
       onResync: () =>
-        void listTraces(agentId, { status }).then(
+        void listTraces(agentId, filters).then(
           (page) =>
             setRows((current) => {
               const fresh = new Map(page.traces.map((row) => [row.id, row]));
@@ -71,8 +73,8 @@ export function RunsPage(props: { agentId: string; status: string }) {
           () => {},
         ),
       onItem: ({ trace }) => {
-        if (status && trace.status !== status) {
-          // it left the filter: it goes from the list
+        if (!matches(trace, filters)) {
+          // it left the filters (or never was in them): it goes from the list
           setRows((current) => current.filter((row) => row.id !== trace.id));
           return;
         }
@@ -94,7 +96,9 @@ export function RunsPage(props: { agentId: string; status: string }) {
         });
       },
     });
-  }, [agentId, status, loading, error]);
+  }, [agentId, filterKey, loading, error]);
+
+  const filtered = RUN_FILTER_KEYS.some((key) => filters[key]);
 
   const resume = () => {
     setPaused(false);
@@ -107,7 +111,7 @@ export function RunsPage(props: { agentId: string; status: string }) {
 
   const loadMore = () => {
     if (!nextCursor) return;
-    void listTraces(agentId, { status, cursor: nextCursor }).then(
+    void listTraces(agentId, { ...filters, cursor: nextCursor }).then(
       (page) => {
         setRows((current) => {
           const ids = new Set(current.map((row) => row.id));
@@ -124,24 +128,10 @@ export function RunsPage(props: { agentId: string; status: string }) {
       <nav class="crumbs">
         <Link href="/">Agents</Link> <span aria-hidden="true">/</span> <span>{agentId}</span>
       </nav>
+      <AgentChart agentId={agentId} />
       <div class="toolbar">
         <h1>Runs</h1>
-        <label>
-          Status{' '}
-          <select
-            value={status}
-            onChange={(event) =>
-              navigate(agentPath(agentId, (event.target as HTMLSelectElement).value))
-            }
-          >
-            <option value="">all</option>
-            {STATUSES.map((s) => (
-              <option value={s} key={s}>
-                {s}
-              </option>
-            ))}
-          </select>
-        </label>
+        <FilterBar agentId={agentId} filters={filters} />
         <LiveIndicator state={live.state} />
         {picked.length === 2 && (
           <button
@@ -185,7 +175,7 @@ export function RunsPage(props: { agentId: string; status: string }) {
       {loading && <p class="muted">Loading…</p>}
       {!loading && !error && rows.length === 0 && (
         <section class="empty">
-          <h2>No runs {status ? `with status ${status} ` : ''}yet</h2>
+          <h2>{filtered ? 'No runs match these filters' : 'No runs yet'}</h2>
           <p>
             Runs appear here live as the agent sends them. Point the client at this server:{' '}
             <code>{`new Flightlog({ apiKey, endpoint: '${location.origin}' })`}</code>
@@ -261,19 +251,5 @@ export function RunsPage(props: { agentId: string; status: string }) {
         </button>
       )}
     </main>
-  );
-}
-
-function LiveIndicator(props: { state: LiveState }) {
-  const label = {
-    connecting: 'connecting…',
-    live: 'live',
-    interrupted: 'interrupted',
-    ended: 'stopped',
-  }[props.state];
-  return (
-    <span class={`live live-${props.state}`} data-live-state={props.state}>
-      <span aria-hidden="true">●</span> {label}
-    </span>
   );
 }

@@ -281,4 +281,24 @@ describeWithBrowser('the dashboard in a browser', () => {
     await page.reload();
     await divergence.waitFor();
   });
+
+  it('updates a running run in place as its next batch arrives', async () => {
+    const first = runBatch({ events: 1, trace: { inputSummary: 'Still working' } });
+    await post(mine, first.body);
+    const page = await signedIn(`/runs/${first.trace.id}`);
+    await page.locator(`li[data-event-id="${first.events[0]!.id}"]`).waitFor();
+    await page.getByText('The autopsy is written once the run has finished.').waitFor();
+    // the page holds the agent's stream while the run is running
+    await page.locator('.run-header [data-live-state="live"]').waitFor();
+    const next = llmCallEvent(first.trace.id, 1);
+    const done = traceSnapshot({
+      ...first.trace,
+      status: 'completed',
+      eventCount: 2,
+      durationMs: 1800,
+    });
+    await post(mine, { batchId: newId(), items: [{ trace: done, events: [next] }] });
+    await page.locator(`li[data-event-id="${next.id}"]`).waitFor({ timeout: 2_000 });
+    await page.locator('.run-header').getByText('completed').waitFor({ timeout: 2_000 });
+  });
 });

@@ -63,7 +63,12 @@ describeWithBrowser('the dashboard is small and accessible', () => {
 
   it('weighs under 150 KB gzipped, all of it from this server', async () => {
     let total = 0;
-    for (const path of ['/', '/assets/app.js', '/assets/app.css']) {
+    // the page and everything it links: all of it under /assets/ on this server
+    const page = await send(server.url, '/');
+    const linked = [...page.text.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
+    expect(linked.length).toBeGreaterThanOrEqual(2);
+    for (const path of linked) expect(path).toMatch(/^\/assets\//);
+    for (const path of ['/', ...linked]) {
       const answer = await send(server.url, path);
       expect(answer.status, path).toBe(200);
       total += gzipSync(answer.text).byteLength;
