@@ -6,6 +6,7 @@ export type Route =
   | { page: 'runs'; agentId: string; status: string }
   | { page: 'run'; traceId: string }
   | { page: 'compare'; left: string; right: string }
+  | { page: 'auth-callback' }
   | { page: 'not-found' };
 
 export function parseRoute(url: URL): Route {
@@ -13,6 +14,8 @@ export function parseRoute(url: URL): Route {
   if (parts.length === 0) return { page: 'agents' };
   if (parts[0] === 'agents' && parts.length === 2)
     return { page: 'runs', agentId: parts[1]!, status: url.searchParams.get('status') ?? '' };
+  if (parts[0] === 'auth' && parts[1] === 'callback' && parts.length === 2)
+    return { page: 'auth-callback' };
   if (parts[0] === 'runs' && parts.length === 2) return { page: 'run', traceId: parts[1]! };
   const [left, right] = [url.searchParams.get('a'), url.searchParams.get('b')];
   if (parts[0] === 'compare' && parts.length === 1 && left && right)
