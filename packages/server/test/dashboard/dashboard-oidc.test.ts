@@ -213,6 +213,21 @@ describeWithBrowser('signing in to the dashboard through an OpenID Connect provi
     await signInButton(page).waitFor();
   });
 
+  it('says so when the user cancels at the provider, and keeps no token', async () => {
+    const { page } = await freshTab();
+    await page.goto(`${server.url}/`);
+    await signInButton(page).click();
+    await page.waitForURL(`${provider.issuer}/**`);
+    await page.getByRole('link', { name: '[ Cancel ]' }).click();
+    await page.waitForURL(`${server.url}/auth/callback`);
+    // the provider's own words (access_denied), shown as text
+    await page
+      .getByRole('alert')
+      .getByText('The identity provider did not sign you in: End-User aborted interaction')
+      .waitFor();
+    expect((await stored(page)).keys).toEqual([]);
+  });
+
   it('asks to sign in again when the ID token expires, and signs in again through the provider', async () => {
     const { page } = await freshTab();
     provider.setIdTokenTtl(3);
