@@ -3,11 +3,12 @@ import { useEffect, useState } from 'preact/hooks';
 import { onUnauthorized } from './api.js';
 import { Link } from './components/link.js';
 import { AgentsPage } from './pages/agents-page.js';
+import { AuthCallbackPage } from './pages/auth-callback-page.js';
 import { ComparePage } from './pages/compare-page.js';
 import { RunPage } from './pages/run-page.js';
 import { RunsPage } from './pages/runs-page.js';
 import { SignInPage } from './pages/sign-in-page.js';
-import { useRoute } from './router.js';
+import { navigate, useRoute } from './router.js';
 import { currentToken, signOut, takeTokenFromFragment, tokenClaims } from './session.js';
 
 function App() {
@@ -51,6 +52,17 @@ function App() {
     return () => clearTimeout(timer);
   }, [token]);
 
+  // the identity provider sent the browser back: complete that sign-in first
+  if (route.page === 'auth-callback')
+    return (
+      <AuthCallbackPage
+        onSignedIn={(returnTo) => {
+          setExpired(false);
+          setToken(currentToken());
+          navigate(returnTo, true);
+        }}
+      />
+    );
   if (!token)
     return (
       <SignInPage

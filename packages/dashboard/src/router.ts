@@ -18,6 +18,7 @@ export type Route =
   | { page: 'runs'; agentId: string; filters: RunFilters }
   | { page: 'run'; traceId: string }
   | { page: 'compare'; left: string; right: string }
+  | { page: 'auth-callback' }
   | { page: 'not-found' };
 
 export function parseRoute(url: URL): Route {
@@ -35,6 +36,8 @@ export function parseRoute(url: URL): Route {
         q: url.searchParams.get('q') ?? '',
       },
     };
+  if (parts[0] === 'auth' && parts[1] === 'callback' && parts.length === 2)
+    return { page: 'auth-callback' };
   if (parts[0] === 'runs' && parts.length === 2) return { page: 'run', traceId: parts[1]! };
   const [left, right] = [url.searchParams.get('a'), url.searchParams.get('b')];
   if (parts[0] === 'compare' && parts.length === 1 && left && right)

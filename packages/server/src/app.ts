@@ -12,6 +12,7 @@ import { ingestRoutes } from './http/ingest-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
 import { BodyParsePool } from './http/body-parse-pool.js';
 import { dashboardAssetsDir, dashboardRoutes } from './http/dashboard-routes.js';
+import { dashboardSignIn } from './auth/dashboard-sign-in.js';
 import { registerJsonBody } from './http/json-body.js';
 import { boundedValidatorCompiler } from './http/schema-validator.js';
 import { opsRoutes } from './http/ops-routes.js';
@@ -253,7 +254,11 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     });
   await app.register(opsRoutes, { store, metrics, readyTimeoutMs: 2_000 });
   const dashboardAssets = dashboardAssetsDir();
-  if (dashboardAssets) await app.register(dashboardRoutes, { assetsDir: dashboardAssets });
+  if (dashboardAssets)
+    await app.register(dashboardRoutes, {
+      assetsDir: dashboardAssets,
+      signIn: dashboardSignIn(config),
+    });
   else app.log.warn('the dashboard is not built (npm run build): / answers 404');
 
   // Requests still in flight when closing began finish before the store goes away (the caller

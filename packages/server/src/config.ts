@@ -24,6 +24,12 @@ export interface Config {
   jwtIssuer: string | undefined;
   jwtAudience: string | undefined;
   /**
+   * The dashboard's public OpenID Connect client at the `JWT_ISSUER` provider
+   * (`DASHBOARD_OIDC_CLIENT_ID`): with it the dashboard signs people in there (authorization
+   * code with PKCE, in the browser) and sends the ID token it gets, whose `aud` is this client.
+   */
+  dashboardOidcClientId: string | undefined;
+  /**
    * Where people reach this service (`PUBLIC_URL`), e.g. behind a proxy: the base of the
    * dashboard sign-in links the CLI prints. No query or fragment (the link adds its own).
    */
@@ -261,6 +267,18 @@ export function loadConfig(env: Env = process.env): Config {
     for (const name of ['JWT_ISSUER', 'JWT_AUDIENCE'])
       if (text(env, name) === undefined)
         throw new ConfigError(`${name} is required with JWT_JWKS_URL`);
+  const dashboardOidcClientId = text(env, 'DASHBOARD_OIDC_CLIENT_ID');
+  if (dashboardOidcClientId !== undefined) {
+    if (jwtJwksUrl === undefined)
+      throw new ConfigError('DASHBOARD_OIDC_CLIENT_ID needs JWT_JWKS_URL (the provider to trust)');
+    // the dashboard finds the provider's endpoints from it, and allows requests to its origin
+    url(env, 'JWT_ISSUER', ['https:', 'http:']);
+    // the dashboard sends the ID token, issued to this client: any other audience refuses it
+    if (text(env, 'JWT_AUDIENCE') !== dashboardOidcClientId)
+      throw new ConfigError(
+        'DASHBOARD_OIDC_CLIENT_ID must equal JWT_AUDIENCE (the dashboard sends ID tokens, whose audience is its client id)',
+      );
+  }
   const publicUrl = url(env, 'PUBLIC_URL', ['https:', 'http:']);
   if (publicUrl !== undefined && /[?#]/.test(publicUrl))
     throw new ConfigError('PUBLIC_URL must not have a query or a fragment');
@@ -285,6 +303,7 @@ export function loadConfig(env: Env = process.env): Config {
     jwtJwksUrl,
     jwtIssuer: text(env, 'JWT_ISSUER'),
     jwtAudience: text(env, 'JWT_AUDIENCE'),
+    dashboardOidcClientId,
     publicUrl,
     maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 5 * 1024 * 1024, 1_024, 1024 * 1024 * 1024),
     largeBodyBytes: integer(env, 'LARGE_BODY_BYTES', 256 * 1024, 1_024, 1024 * 1024 * 1024),

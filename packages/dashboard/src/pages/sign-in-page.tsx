@@ -1,8 +1,14 @@
 import { useState } from 'preact/hooks';
+import { issuerHost, loadSignInConfig, startOidcSignIn } from '../oidc-sign-in.js';
 import { signIn } from '../session.js';
+import { useAsync } from '../use-async.js';
 
 export function SignInPage(props: { expired: boolean; onSignedIn: () => void }) {
   const [token, setToken] = useState('');
+  const [leaving, setLeaving] = useState(false);
+  const [failure, setFailure] = useState<string | null>(null);
+  const config = useAsync((signal) => loadSignInConfig(signal), []);
+  const oidc = config.state === 'done' && config.value.signIn === 'oidc' ? config.value : null;
   return (
     <main class="sign-in">
       <h1>Sign in to Flightlog</h1>
@@ -11,8 +17,33 @@ export function SignInPage(props: { expired: boolean; onSignedIn: () => void }) 
           Your session has ended (the token expired or was refused). Sign in again.
         </p>
       )}
+      {oidc && (
+        <section class="sign-in-provider" aria-label="Identity provider">
+          <button
+            type="button"
+            class="button primary"
+            disabled={leaving}
+            onClick={() => {
+              setLeaving(true);
+              setFailure(null);
+              // back to this very page (a deep link) once signed in
+              startOidcSignIn(oidc, location.pathname + location.search).catch((error: unknown) => {
+                setLeaving(false);
+                setFailure(error instanceof Error ? error.message : String(error));
+              });
+            }}
+          >
+            Sign in with {issuerHost(oidc)}
+          </button>
+          {failure && (
+            <p class="banner warning" role="alert">
+              {failure}
+            </p>
+          )}
+        </section>
+      )}
       <p>
-        Paste your identity token, or open the sign-in link that{' '}
+        {oidc ? 'Or paste' : 'Paste'} your identity token, or open the sign-in link that{' '}
         <code>flightlog dashboard-link --user YOUR_ID</code> prints.
       </p>
       <form
@@ -32,7 +63,7 @@ export function SignInPage(props: { expired: boolean; onSignedIn: () => void }) 
           value={token}
           onInput={(event) => setToken((event.target as HTMLTextAreaElement).value)}
         />
-        <button type="submit" class="button primary">
+        <button type="submit" class={oidc ? 'button' : 'button primary'}>
           Sign in
         </button>
       </form>

@@ -93,6 +93,7 @@ describe('loadConfig', () => {
       JWT_JWKS_URL: 'https://idp.example/jwks.json',
       JWT_ISSUER: 'https://idp.example/',
       JWT_AUDIENCE: 'flightlog',
+      DASHBOARD_OIDC_CLIENT_ID: 'flightlog',
       MAX_BODY_BYTES: '2048',
       API_KEY_CACHE_MS: '0',
       API_KEY_MAX_FAILURES: '5',
@@ -104,6 +105,7 @@ describe('loadConfig', () => {
       databaseUrl: 'postgres://u@db:5432/flightlog',
       databaseSchema: 'tenant_a',
       jwtJwksUrl: 'https://idp.example/jwks.json',
+      dashboardOidcClientId: 'flightlog',
       maxBodyBytes: 2048,
       apiKeyCacheMs: 0,
       apiKeyMaxFailures: 5,
@@ -151,6 +153,26 @@ describe('loadConfig', () => {
     ],
     [{ JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_AUDIENCE: 'flightlog' }, 'JWT_ISSUER'],
     [{ JWT_JWKS_URL: 'https://idp.example/jwks.json', JWT_ISSUER: 'https://idp/' }, 'JWT_AUDIENCE'],
+    // the dashboard signs in at the provider the server trusts, and sends its ID token
+    [{ DASHBOARD_OIDC_CLIENT_ID: 'flightlog' }, 'DASHBOARD_OIDC_CLIENT_ID needs JWT_JWKS_URL'],
+    [
+      {
+        JWT_JWKS_URL: 'https://idp.example/jwks.json',
+        JWT_ISSUER: 'idp',
+        JWT_AUDIENCE: 'flightlog',
+        DASHBOARD_OIDC_CLIENT_ID: 'flightlog',
+      },
+      'JWT_ISSUER is not a valid URL',
+    ],
+    [
+      {
+        JWT_JWKS_URL: 'https://idp.example/jwks.json',
+        JWT_ISSUER: 'https://idp.example',
+        JWT_AUDIENCE: 'flightlog-api',
+        DASHBOARD_OIDC_CLIENT_ID: 'flightlog-dashboard',
+      },
+      'DASHBOARD_OIDC_CLIENT_ID must equal JWT_AUDIENCE',
+    ],
     [{ ANALYSIS_WORKER: 'yes' }, 'ANALYSIS_WORKER'],
     [{ ANALYSIS_LEASE_MS: '500' }, 'ANALYSIS_LEASE_MS'],
     [{ ANALYSIS_MAX_ATTEMPTS: '0' }, 'ANALYSIS_MAX_ATTEMPTS'],
