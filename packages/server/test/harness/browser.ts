@@ -59,7 +59,7 @@ export async function launchBrowser(): Promise<DashboardBrowser> {
         colorScheme: options.colorScheme ?? 'light',
       });
       // a page that waits for what never comes fails in seconds, not at the test's timeout
-      context.setDefaultTimeout(5_000);
+      context.setDefaultTimeout(10_000);
       const page = await context.newPage();
       // a script error in the page is a failure of the page: printed, and kept for the test
       const errors: string[] = [];
