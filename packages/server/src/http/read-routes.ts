@@ -3,6 +3,7 @@ import {
   ProblemSchema,
   StringEnum,
   TRACE_STATUSES,
+  Text,
   TraceAnalysisSchema,
   TraceSchema,
 } from '@flightlog/protocol';
@@ -90,11 +91,17 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
     '/v1/agents/:id/traces',
     {
       schema: {
-        summary: "An agent's traces, newest first, one page at a time",
+        summary:
+          "An agent's traces, newest first, one page at a time; filtered by status, tag, " +
+          'start time (from inclusive, to exclusive) and a text search (q)',
         params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
         querystring: Type.Object(
           {
             status: Type.Optional(StringEnum(TRACE_STATUSES)),
+            tag: Type.Optional(Text(256)),
+            from: Type.Optional(Type.String({ format: 'date-time', maxLength: 64 })),
+            to: Type.Optional(Type.String({ format: 'date-time', maxLength: 64 })),
+            q: Type.Optional(Text(200)),
             limit: Type.Optional(Type.String({ maxLength: 10 })),
             cursor: Type.Optional(Type.String({ maxLength: 1024 })),
           },

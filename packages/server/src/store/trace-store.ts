@@ -57,6 +57,19 @@ export type CompleteOutcome =
   | { kind: 'not-found' }
   | { kind: 'ends-before-start' };
 
+/** Filters of the runs list; each one given narrows it, all of them together. */
+export interface TraceFilters {
+  status?: TraceStatus;
+  /** Runs whose tags include this one. */
+  tag?: string;
+  /** Runs started at or after this instant (ISO 8601). */
+  from?: string;
+  /** Runs started before this instant (ISO 8601). */
+  to?: string;
+  /** A case-insensitive substring of the input summary, the output summary or the error message. */
+  text?: string;
+}
+
 export interface TracePage {
   traces: Trace[];
   nextCursor: string | null;
@@ -64,6 +77,17 @@ export interface TracePage {
 
 /** Ids per statement of findIdConflict. */
 const CONFLICT_SLICE = 1_000;
+
+/**
+ * Starts a statement that is planned for its parameters on every run: not matching
+ * prepared-statements.ts's PREPARABLE, it is never prepared, so never given a generic plan.
+ */
+const UNPREPARED = '-- planned for its values, never prepared\n';
+
+/** `text` as a LIKE pattern that matches it literally: its %, _ and backslashes escaped. */
+function escapeLike(text: string): string {
+  return text.replace(/[\\%_]/g, '\\$&');
+}
 
 const ANALYSED = ANALYSED_STATUSES.map((status) => `'${status}'`).join(', ');
 
@@ -588,28 +612,45 @@ export class TraceStore {
       .map((row) => ({ trace: traceFromRow(row), events: byTrace.get(row.id) ?? [] }));
   }
 
-  /** One page of an agent's traces, newest first (by start time, then id). */
+  /**
+   * One page of an agent's traces, newest first (by start time, then id), among those that pass
+   * every filter given (see TraceFilters). The statement holds only the conditions asked for, so
+   * each combination has its own plan: the (agent_id, started_at) index walked in order for a
+   * bare list or a time range, the trigram or tags GIN index (migration 005) for a `q` or a
+   * `tag` that few runs match. Which is fastest depends on the values (a tag on every run or on
+   * one in a thousand), so a statement with `q` or `tag` is planned for its values on each run
+   * rather than prepared (UNPREPARED).
+   */
   async listTraces(
     agentId: string,
-    options: { status?: TraceStatus; limit: number; after?: [string, string] },
+    options: TraceFilters & { limit: number; after?: [string, string] },
   ): Promise<TracePage> {
-    const rows = await this.sql.query<TraceRow & { cursorTime: string }>(
-      `SELECT ${TRACE_COLUMNS},
+    const params: unknown[] = [agentId];
+    const param = (value: unknown): string => `$${params.push(value)}`;
+    const where = ['t.agent_id = $1'];
+    if (options.status !== undefined) where.push(`t.status = ${param(options.status)}`);
+    if (options.after)
+      where.push(
+        `(t.started_at, t.id) < (${param(options.after[0])}::timestamptz, ${param(options.after[1])}::text)`,
+      );
+    if (options.from !== undefined)
+      where.push(`t.started_at >= ${param(options.from)}::timestamptz`);
+    if (options.to !== undefined) where.push(`t.started_at < ${param(options.to)}::timestamptz`);
+    if (options.tag !== undefined) where.push(`t.tags @> ARRAY[${param(options.tag)}::text]`);
+    if (options.text !== undefined) {
+      const pattern = param(`%${escapeLike(options.text)}%`);
+      where.push(
+        `(t.input_summary ILIKE ${pattern} OR t.output_summary ILIKE ${pattern}` +
+          ` OR t.error_message ILIKE ${pattern})`,
+      );
+    }
+    const sql = `${options.tag !== undefined || options.text !== undefined ? UNPREPARED : ''}SELECT ${TRACE_COLUMNS},
               to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "cursorTime"
        FROM traces t
-       WHERE t.agent_id = $1
-         AND ($2::text IS NULL OR t.status = $2)
-         AND ($3::timestamptz IS NULL OR (t.started_at, t.id) < ($3::timestamptz, $4::text))
+       WHERE ${where.join('\n         AND ')}
        ORDER BY t.started_at DESC, t.id DESC
-       LIMIT $5`,
-      [
-        agentId,
-        options.status ?? null,
-        options.after?.[0] ?? null,
-        options.after?.[1] ?? null,
-        options.limit + 1,
-      ],
-    );
+       LIMIT ${param(options.limit + 1)}`;
+    const rows = await this.sql.query<TraceRow & { cursorTime: string }>(sql, params);
     const page = rows.slice(0, options.limit);
     const last = page[page.length - 1];
     const nextCursor =
