@@ -8,3 +8,4 @@ export * from './payloads.js';
 export * from './problem.js';
 export * from './payload-envelope.js';
 export * from './analysis.js';
+export * from './agent-stats.js';

@@ -1,6 +1,9 @@
 import {
+  AgentStatsSchema,
   EventSchema,
+  IsoDateTime,
   ProblemSchema,
+  STATS_WINDOWS,
   StringEnum,
   TRACE_STATUSES,
   Text,
@@ -11,6 +14,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { IdentityVerifier } from '../auth/identity.js';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
+import { readAgentStats } from '../read/agent-stats.js';
 import { readAnalysis } from '../read/analysis-reader.js';
 import { listTraces, readTrace } from '../read/trace-reader.js';
 import type { Store } from '../store/open-store.js';
@@ -99,8 +103,8 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
           {
             status: Type.Optional(StringEnum(TRACE_STATUSES)),
             tag: Type.Optional(Text(256)),
-            from: Type.Optional(Type.String({ format: 'date-time', maxLength: 64 })),
-            to: Type.Optional(Type.String({ format: 'date-time', maxLength: 64 })),
+            from: Type.Optional(IsoDateTime),
+            to: Type.Optional(IsoDateTime),
             q: Type.Optional(Text(200)),
             limit: Type.Optional(Type.String({ maxLength: 10 })),
             cursor: Type.Optional(Type.String({ maxLength: 1024 })),
@@ -124,6 +128,39 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
       if (outcome.kind === 'not-found')
         throw new FlightlogError('not-found', 'No such agent, or you have no access to it.');
       return outcome.page;
+    },
+  );
+
+  app.get(
+    '/v1/agents/:id/stats',
+    {
+      schema: {
+        summary:
+          "An agent's runs over the last 24 hours (hourly) or 7 days (daily): counts, errors, " +
+          'p50/p95 duration and spend per bucket and in total',
+        params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
+        querystring: Type.Object(
+          { window: Type.Optional(StringEnum(STATS_WINDOWS)) },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: AgentStatsSchema,
+          400: ProblemSchema,
+          401: ProblemSchema,
+          404: ProblemSchema,
+        },
+      },
+    },
+    async (request) => {
+      const outcome = await readAgentStats(
+        store,
+        userOf(request),
+        request.params.id,
+        request.query.window,
+      );
+      if (outcome.kind === 'not-found')
+        throw new FlightlogError('not-found', 'No such agent, or you have no access to it.');
+      return outcome.stats;
     },
   );
 };
