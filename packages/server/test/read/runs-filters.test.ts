@@ -4,6 +4,7 @@ import { describeEngines } from '../harness/engines.js';
 import { isProblem, postBatch, send } from '../harness/http.js';
 import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
 import { at, newId, traceSnapshot } from '../fixtures/batches.js';
+import { decodeCursor, type TraceFilters } from '../../src/store/trace-store.js';
 
 interface Page {
   traces: Trace[];
@@ -213,6 +214,63 @@ describeEngines('runs list filters and search [%s]', (engine) => {
       expect(await walkIds(agent.agentId, owner, 'q=slippage&tag=prod&limit=2')).toEqual(
         idsNewestFirst(slipped),
       );
+    });
+  });
+
+  describe('a filtered page found in two steps (a slice in time order, then the older matches)', () => {
+    // The store reads SLICE_ROWS (5,000) runs in order before it looks up the older matches by
+    // index; a small slice makes both steps, and their seam, happen on a few runs.
+    it('gives the same pages whatever the slice, for matches among the newest, the oldest or spread', async () => {
+      const { agent } = await agentWithOwner();
+      const traces = Array.from({ length: 30 }, (_, i) =>
+        traceSnapshot({
+          startedAt: at(Math.floor(i / 3) * 1_000), // threes share a startedAt
+          tags: [i >= 24 ? 'newest' : i < 6 ? 'oldest' : 'middle', i % 4 === 0 ? 'four' : 'x'],
+          inputSummary: `run ${i} ${i < 6 ? 'Legacy gateway' : 'current path'}`,
+          ...(i % 7 === 0 ? finished('errored', i * 1_000) : {}),
+        }),
+      );
+      await ingest(agent, traces);
+      const cases: [TraceFilters, (t: Trace) => boolean][] = [
+        [{ tag: 'newest' }, (t) => t.tags.includes('newest')],
+        [{ tag: 'oldest' }, (t) => t.tags.includes('oldest')],
+        [{ tag: 'four' }, (t) => t.tags.includes('four')],
+        [{ text: 'legacy GATEWAY' }, (t) => t.inputSummary.includes('Legacy gateway')],
+        [{ text: 'run 1' }, (t) => t.inputSummary.startsWith('run 1')],
+        [
+          { text: 'path', tag: 'four', status: 'errored' },
+          (t) =>
+            t.inputSummary.includes('path') && t.tags.includes('four') && t.status === 'errored',
+        ],
+        [
+          { tag: 'x', from: at(2_000), to: at(8_000) },
+          (t) => t.tags.includes('x') && t.startedAt >= at(2_000) && t.startedAt < at(8_000),
+        ],
+        [{ tag: 'none' }, () => false],
+      ];
+      for (const [filters, keep] of cases) {
+        const expected = idsNewestFirst(traces.filter(keep));
+        for (const sliceRows of [1, 2, 3, 7, 30, 5_000])
+          for (const limit of [1, 2, 5, 50]) {
+            const ids: string[] = [];
+            let after: [string, string] | undefined;
+            for (let pages = 0; pages < 40; pages++) {
+              const page = await server.store.traces.listTraces(agent.agentId, {
+                ...filters,
+                limit,
+                sliceRows,
+                ...(after ? { after } : {}),
+              });
+              expect(page.traces.length).toBeLessThanOrEqual(limit);
+              ids.push(...page.traces.map((t) => t.id));
+              if (page.nextCursor === null) break;
+              after = decodeCursor(page.nextCursor);
+            }
+            expect(ids, `${JSON.stringify(filters)} slice ${sliceRows} limit ${limit}`).toEqual(
+              expected,
+            );
+          }
+      }
     });
   });
 
