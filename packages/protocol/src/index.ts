@@ -9,3 +9,4 @@ export * from './problem.js';
 export * from './payload-envelope.js';
 export * from './analysis.js';
 export * from './agent.js';
+export * from './agent-stats.js';

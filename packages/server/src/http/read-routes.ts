@@ -1,9 +1,13 @@
 import {
   AgentListSchema,
+  AgentStatsSchema,
   EventSchema,
+  IsoDateTime,
   ProblemSchema,
+  STATS_WINDOWS,
   StringEnum,
   TRACE_STATUSES,
+  Text,
   TraceAnalysisSchema,
   TraceSchema,
 } from '@flightlog/protocol';
@@ -12,6 +16,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { IdentityVerifier } from '../auth/identity.js';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
 import { listAgents } from '../read/agent-list.js';
+import { readAgentStats } from '../read/agent-stats.js';
 import { readAnalysis } from '../read/analysis-reader.js';
 import { listTraces, readTrace } from '../read/trace-reader.js';
 import type { Store } from '../store/open-store.js';
@@ -115,11 +120,17 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
     '/v1/agents/:id/traces',
     {
       schema: {
-        summary: "An agent's traces, newest first, one page at a time",
+        summary:
+          "An agent's traces, newest first, one page at a time; filtered by status, tag, " +
+          'start time (from inclusive, to exclusive) and a text search (q)',
         params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
         querystring: Type.Object(
           {
             status: Type.Optional(StringEnum(TRACE_STATUSES)),
+            tag: Type.Optional(Text(256)),
+            from: Type.Optional(IsoDateTime),
+            to: Type.Optional(IsoDateTime),
+            q: Type.Optional(Text(200)),
             limit: Type.Optional(Type.String({ maxLength: 10 })),
             cursor: Type.Optional(Type.String({ maxLength: 1024 })),
           },
@@ -142,6 +153,39 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
       if (outcome.kind === 'not-found')
         throw new FlightlogError('not-found', 'No such agent, or you have no access to it.');
       return outcome.page;
+    },
+  );
+
+  app.get(
+    '/v1/agents/:id/stats',
+    {
+      schema: {
+        summary:
+          "An agent's runs over the last 24 hours (hourly) or 7 days (daily): counts, errors, " +
+          'p50/p95 duration and spend per bucket and in total',
+        params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
+        querystring: Type.Object(
+          { window: Type.Optional(StringEnum(STATS_WINDOWS)) },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: AgentStatsSchema,
+          400: ProblemSchema,
+          401: ProblemSchema,
+          404: ProblemSchema,
+        },
+      },
+    },
+    async (request) => {
+      const outcome = await readAgentStats(
+        store,
+        userOf(request),
+        request.params.id,
+        request.query.window,
+      );
+      if (outcome.kind === 'not-found')
+        throw new FlightlogError('not-found', 'No such agent, or you have no access to it.');
+      return outcome.stats;
     },
   );
 };

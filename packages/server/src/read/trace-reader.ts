@@ -67,26 +67,50 @@ export type ListOutcome =
   | { kind: 'not-found' }
   | { kind: 'invalid'; errors: FieldError[] };
 
-/** One page of an agent's traces, newest first; "not found" for agents the user cannot see. */
+/** The runs list's query string, as the route validated it (dates and text by their schemas). */
+export interface ListQuery {
+  status?: TraceStatus | undefined;
+  tag?: string | undefined;
+  from?: string | undefined;
+  to?: string | undefined;
+  q?: string | undefined;
+  limit?: string | undefined;
+  cursor?: string | undefined;
+}
+
+/**
+ * One page of an agent's traces, newest first, narrowed by every filter given; "not found" for
+ * agents the user cannot see. A cursor carries only the position, so the client sends the same
+ * filters with it; the pages of one filtered walk then hold each matching run exactly once.
+ */
 export async function listTraces(
   store: Store,
   userId: string,
   agentId: string,
-  query: {
-    status?: TraceStatus | undefined;
-    limit?: string | undefined;
-    cursor?: string | undefined;
-  },
+  query: ListQuery,
 ): Promise<ListOutcome> {
   const errors: FieldError[] = [];
   const limit = parseLimit(query.limit, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, errors);
   const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor);
   if (query.cursor !== undefined && after === undefined) errors.push(badCursor());
+  // A range that ends before it starts is a mistake, not a question with no answer (compared to
+  // the millisecond: a range within one millisecond is asked as given).
+  if (
+    query.from !== undefined &&
+    query.to !== undefined &&
+    Date.parse(query.to) < Date.parse(query.from)
+  )
+    errors.push({ pointer: '/querystring/to', detail: 'must not be earlier than from' });
   if (errors.length > 0) return { kind: 'invalid', errors };
 
   if ((await store.agents.roleOf(userId, agentId)) === undefined) return { kind: 'not-found' };
   const page = await store.traces.listTraces(agentId, {
     ...(query.status ? { status: query.status } : {}),
+    ...(query.tag !== undefined ? { tag: query.tag } : {}),
+    ...(query.from !== undefined ? { from: query.from } : {}),
+    ...(query.to !== undefined ? { to: query.to } : {}),
+    // an empty search box searches for nothing in particular: every run
+    ...(query.q ? { text: query.q } : {}),
     limit,
     ...(after ? { after } : {}),
   });

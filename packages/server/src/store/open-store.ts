@@ -5,6 +5,7 @@ import { openPgliteClient } from './pglite-client.js';
 import type { DataDirDurability } from './pglite-durability.js';
 import { openPostgresClient } from './postgres-client.js';
 import type { SqlClient, StoreEngine } from './sql-client.js';
+import { StatsStore } from './stats-store.js';
 import { TraceStore } from './trace-store.js';
 
 export interface StoreOptions {
@@ -33,6 +34,7 @@ export interface Store {
   readonly traces: TraceStore;
   readonly agents: AgentStore;
   readonly analysis: AnalysisStore;
+  readonly stats: StatsStore;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -59,6 +61,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     traces: new TraceStore(sql),
     agents: new AgentStore(sql),
     analysis: new AnalysisStore(sql),
+    stats: new StatsStore(sql),
     ping: () => sql.ping(),
     close: () => sql.close(),
   };

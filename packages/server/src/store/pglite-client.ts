@@ -6,6 +6,7 @@ import {
   types,
   type Transaction,
 } from '@electric-sql/pglite';
+import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { lockDataDir } from './data-dir-lock.js';
 import { openPgliteDataDir, type DataDirDurability } from './pglite-durability.js';
 import { statementName } from './prepared-statements.js';
@@ -22,6 +23,12 @@ const PARSERS = {
   [types.INT8]: (value: string) => Number(value),
   [types.TIMESTAMPTZ]: (value: string) => new Date(`${value.replace(' ', 'T').slice(0, -3)}Z`),
 };
+
+/**
+ * Extensions the migrations may create: pg_trgm indexes the runs list's text search (migration
+ * 005). Loaded on every open, since an index built on it needs it whenever the table is used.
+ */
+const EXTENSIONS = { pg_trgm };
 
 const { serialize } = protocol;
 
@@ -116,8 +123,11 @@ export async function openPgliteClient(
   try {
     db =
       dataDir === undefined
-        ? await PGlite.create({ parsers: PARSERS })
-        : await openPgliteDataDir(dataDir, durability, { parsers: PARSERS });
+        ? await PGlite.create({ parsers: PARSERS, extensions: EXTENSIONS })
+        : await openPgliteDataDir(dataDir, durability, {
+            parsers: PARSERS,
+            extensions: EXTENSIONS,
+          });
     await db.exec(`SET TIME ZONE 'UTC'`);
   } catch (error) {
     await unlock();

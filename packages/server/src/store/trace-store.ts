@@ -57,6 +57,19 @@ export type CompleteOutcome =
   | { kind: 'not-found' }
   | { kind: 'ends-before-start' };
 
+/** Filters of the runs list; each one given narrows it, all of them together. */
+export interface TraceFilters {
+  status?: TraceStatus;
+  /** Runs whose tags include this one. */
+  tag?: string;
+  /** Runs started at or after this instant (ISO 8601). */
+  from?: string;
+  /** Runs started before this instant (ISO 8601). */
+  to?: string;
+  /** A case-insensitive substring of the input summary, the output summary or the error message. */
+  text?: string;
+}
+
 export interface TracePage {
   traces: Trace[];
   nextCursor: string | null;
@@ -64,6 +77,17 @@ export interface TracePage {
 
 /** Ids per statement of findIdConflict. */
 const CONFLICT_SLICE = 1_000;
+
+/**
+ * Starts a statement that is planned for its parameters on every run: not matching
+ * prepared-statements.ts's PREPARABLE, it is never prepared, so never given a generic plan.
+ */
+const UNPREPARED = '-- planned for its values, never prepared\n';
+
+/** `text` as a LIKE pattern that matches it literally: its %, _ and backslashes escaped. */
+function escapeLike(text: string): string {
+  return text.replace(/[\\%_]/g, '\\$&');
+}
 
 const ANALYSED = ANALYSED_STATUSES.map((status) => `'${status}'`).join(', ');
 
@@ -588,37 +612,178 @@ export class TraceStore {
       .map((row) => ({ trace: traceFromRow(row), events: byTrace.get(row.id) ?? [] }));
   }
 
-  /** One page of an agent's traces, newest first (by start time, then id). */
+  /**
+   * One page of an agent's traces, newest first (by start time, then id), among those that pass
+   * every filter given (see TraceFilters).
+   *
+   * Without `tag` or `q` the page is a walk of the (agent_id[, status], started_at) index from
+   * the cursor, bounded by from/to: as fast for the millionth run as for the first.
+   *
+   * With them, how to find a page depends on where the matches lie, which the planner cannot
+   * know: it assumes matches spread evenly over time, so for a word on 2 % of the runs it walks
+   * the time index expecting a hit every 50 rows, and if those runs are all months old (an
+   * incident's error message) it reads nearly every run first (140 ms at 100,000 runs, growing
+   * with the agent). So a page takes up to two statements (both planned for their values: never
+   * prepared, see UNPREPARED):
+   *
+   * 1. `slice`: the next `sliceRows` runs in order (the cursor, status and from/to applied by the
+   *    index), each tested against tag and q, stopping at the page's `limit + 1`th hit. Common
+   *    matches end here after a few dozen rows; at most `sliceRows` rows are ever read.
+   * 2. `older`: when the slice was full but held too few hits, matches are rarer than one in
+   *    `sliceRows / limit`; the rest of the page is found among every match older than the
+   *    slice, through the GIN indexes (migration 005), then sorted: a cost that grows with the
+   *    number of matches, which are few, not with the number of runs.
+   */
   async listTraces(
     agentId: string,
-    options: { status?: TraceStatus; limit: number; after?: [string, string] },
+    options: TraceFilters & { limit: number; after?: [string, string]; sliceRows?: number },
   ): Promise<TracePage> {
-    const rows = await this.sql.query<TraceRow & { cursorTime: string }>(
-      `SELECT ${TRACE_COLUMNS},
-              to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "cursorTime"
-       FROM traces t
-       WHERE t.agent_id = $1
-         AND ($2::text IS NULL OR t.status = $2)
-         AND ($3::timestamptz IS NULL OR (t.started_at, t.id) < ($3::timestamptz, $4::text))
-       ORDER BY t.started_at DESC, t.id DESC
-       LIMIT $5`,
-      [
-        agentId,
-        options.status ?? null,
-        options.after?.[0] ?? null,
-        options.after?.[1] ?? null,
-        options.limit + 1,
-      ],
-    );
-    const page = rows.slice(0, options.limit);
+    const { limit } = options;
+    const searching = options.tag !== undefined || options.text !== undefined;
+    let rows: PageRow[];
+    if (!searching) rows = await this.sql.query<PageRow>(...listStatement(agentId, options));
+    else {
+      const sliceRows = options.sliceRows ?? SLICE_ROWS;
+      const slice = await this.sql.query<PageRow & { hit: boolean; n: number }>(
+        ...sliceStatement(agentId, options, sliceRows),
+      );
+      rows = slice.filter((row) => row.hit);
+      const edge = slice.find((row) => Number(row.n) === sliceRows);
+      if (rows.length <= limit && edge)
+        rows.push(
+          ...(await this.sql.query<PageRow>(
+            ...olderStatement(agentId, {
+              ...options,
+              after: [edge.cursorTime, edge.id],
+              limit: limit - rows.length,
+            }),
+          )),
+        );
+      rows = rows.map(
+        ({ hit: _hit, n: _n, ...row }: PageRow & { hit?: boolean; n?: number }) => row,
+      );
+    }
+    const page = rows.slice(0, limit);
     const last = page[page.length - 1];
     const nextCursor =
-      rows.length > options.limit && last ? encodePageCursor(last.cursorTime, last.id) : null;
+      rows.length > limit && last ? encodePageCursor(last.cursorTime, last.id) : null;
     return {
       traces: page.map(({ cursorTime: _cursor, ...trace }) => traceFromRow(trace)),
       nextCursor,
     };
   }
+}
+
+/** Runs the first statement of a filtered page reads in time order (see listTraces). */
+export const SLICE_ROWS = 5_000;
+
+type PageRow = TraceRow & { cursorTime: string };
+
+type ListOptions = TraceFilters & { limit: number; after?: [string, string] };
+
+/** The exact sort key of a row, for its cursor. */
+const CURSOR_TIME = `to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "cursorTime"`;
+
+/**
+ * The conditions of a runs page, as SQL over `t` with their parameters appended to `params`
+ * ($1 is the agent): `position` (agent, status, cursor, from/to: what the time index serves)
+ * and `matches` (tag and q: what the GIN indexes serve), each a list to AND.
+ */
+function pageConditions(
+  params: unknown[],
+  options: ListOptions,
+): { position: string[]; matches: string[] } {
+  const param = (value: unknown): string => `$${params.push(value)}`;
+  const position = ['t.agent_id = $1'];
+  if (options.status !== undefined) position.push(`t.status = ${param(options.status)}`);
+  if (options.after)
+    position.push(
+      `(t.started_at, t.id) < (${param(options.after[0])}::timestamptz, ${param(options.after[1])}::text)`,
+    );
+  if (options.from !== undefined)
+    position.push(`t.started_at >= ${param(options.from)}::timestamptz`);
+  if (options.to !== undefined) position.push(`t.started_at < ${param(options.to)}::timestamptz`);
+  const matches: string[] = [];
+  if (options.tag !== undefined) matches.push(`t.tags @> ARRAY[${param(options.tag)}::text]`);
+  if (options.text !== undefined) {
+    const pattern = param(`%${escapeLike(options.text)}%`);
+    matches.push(
+      `(t.input_summary ILIKE ${pattern} OR t.output_summary ILIKE ${pattern}` +
+        ` OR t.error_message ILIKE ${pattern})`,
+    );
+  }
+  return { position, matches };
+}
+
+const and = (conditions: string[]): string => conditions.join('\n    AND ');
+
+/** A page without tag or q: a walk of the time index. */
+function listStatement(agentId: string, options: ListOptions): [string, unknown[]] {
+  const params: unknown[] = [agentId];
+  const { position } = pageConditions(params, options);
+  return [
+    `SELECT ${TRACE_COLUMNS}, ${CURSOR_TIME}
+  FROM traces t
+  WHERE ${and(position)}
+  ORDER BY t.started_at DESC, t.id DESC
+  LIMIT $${params.push(options.limit + 1)}`,
+    params,
+  ];
+}
+
+/**
+ * Step 1 of a filtered page: the next `sliceRows` runs in time order, numbered (`n`), each
+ * marked `hit` or not; the hits up to limit + 1 and, when the slice is full and the page not,
+ * its last row (n = sliceRows), where step 2 goes on from.
+ */
+function sliceStatement(
+  agentId: string,
+  options: ListOptions,
+  sliceRows: number,
+): [string, unknown[]] {
+  const params: unknown[] = [agentId];
+  const { position, matches } = pageConditions(params, options);
+  const slice = `$${params.push(sliceRows)}`;
+  return [
+    `${UNPREPARED}SELECT ${TRACE_COLUMNS}, ${CURSOR_TIME}, t.hit, t.n
+  FROM (
+    SELECT t.*, (${and(matches)}) AS hit,
+           row_number() OVER (ORDER BY t.started_at DESC, t.id DESC) AS n
+    FROM traces t
+    WHERE ${and(position)}
+    ORDER BY t.started_at DESC, t.id DESC
+    LIMIT ${slice}
+  ) t
+  WHERE t.hit OR t.n = ${slice}
+  ORDER BY t.started_at DESC, t.id DESC
+  LIMIT $${params.push(options.limit + 1)}`,
+    params,
+  ];
+}
+
+/**
+ * Step 2 of a filtered page: every match (older than the slice: the cursor is its last row),
+ * found without walking the time index (the MATERIALIZED CTE has no order to follow), then the
+ * newest limit + 1 of them, read in full.
+ */
+function olderStatement(agentId: string, options: ListOptions): [string, unknown[]] {
+  const params: unknown[] = [agentId];
+  const { position, matches } = pageConditions(params, options);
+  return [
+    `${UNPREPARED}WITH matching AS MATERIALIZED (
+    SELECT t.id, t.started_at FROM traces t
+    WHERE ${and([...position, ...matches])}
+  ),
+  newest AS (
+    SELECT m.id, m.started_at FROM matching m
+    ORDER BY m.started_at DESC, m.id DESC
+    LIMIT $${params.push(options.limit + 1)}
+  )
+  SELECT ${TRACE_COLUMNS}, ${CURSOR_TIME}
+  FROM newest p JOIN traces t ON t.id = p.id
+  ORDER BY t.started_at DESC, t.id DESC`,
+    params,
+  ];
 }
 
 function compareIds(a: string, b: string): number {
