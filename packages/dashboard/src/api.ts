@@ -1,4 +1,11 @@
-import type { Event, Trace, TraceAnalysis } from '@flightlog/protocol';
+import type {
+  AgentList,
+  AgentStats,
+  Event,
+  StatsWindow,
+  Trace,
+  TraceAnalysis,
+} from '@flightlog/protocol';
 import { RUN_FILTER_KEYS, type RunFilters } from './router.js';
 import { currentToken } from './session.js';
 
@@ -40,23 +47,6 @@ export async function getJson<T>(path: string, signal?: AbortSignal): Promise<T>
   return (await response.json()) as T;
 }
 
-export interface AgentSummary {
-  agentId: string;
-  name: string | null;
-  role: 'owner' | 'editor' | 'viewer';
-  verifiedAt: string | null;
-  createdAt?: string;
-  traceCount?: number;
-  /** The count stopped at its cap (shown as `10,000+`). */
-  traceCountCapped?: boolean;
-  lastTraceAt?: string | null;
-}
-
-export interface AgentsPage {
-  agents: AgentSummary[];
-  nextCursor?: string | null;
-}
-
 export interface TracesPage {
   traces: Trace[];
   nextCursor: string | null;
@@ -68,7 +58,7 @@ export interface TracePage {
   nextCursor: string | null;
 }
 
-export const listAgents = (signal?: AbortSignal) => getJson<AgentsPage>('/v1/agents', signal);
+export const listAgents = (signal?: AbortSignal) => getJson<AgentList>('/v1/agents', signal);
 
 export function listTraces(
   agentId: string,
@@ -96,24 +86,5 @@ export function readTracePage(
 export const readAnalysis = (traceId: string, signal?: AbortSignal) =>
   getJson<TraceAnalysis>(`/v1/traces/${encodeURIComponent(traceId)}/analysis`, signal);
 
-/** One bucket of an agent's chart, or the window's totals (`GET /v1/agents/:id/stats`). */
-export interface StatsFigures {
-  runs: number;
-  errored: number;
-  p50DurationMs: number | null;
-  p95DurationMs: number | null;
-  costUsd: string;
-  lamports: string;
-}
-
-export interface AgentStats {
-  window: '24h' | '7d';
-  bucketSeconds: number;
-  from: string;
-  to: string;
-  buckets: Array<StatsFigures & { start: string }>;
-  totals: StatsFigures;
-}
-
-export const readAgentStats = (agentId: string, window: '24h' | '7d', signal?: AbortSignal) =>
+export const readAgentStats = (agentId: string, window: StatsWindow, signal?: AbortSignal) =>
   getJson<AgentStats>(`/v1/agents/${encodeURIComponent(agentId)}/stats?window=${window}`, signal);

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import uPlot from 'uplot';
-import { readAgentStats, type AgentStats } from '../api.js';
+import type { AgentStats } from '@flightlog/protocol';
+import { readAgentStats } from '../api.js';
 import { formatDecimal, formatDuration, formatUsd } from '../format.js';
 
 type Window = '24h' | '7d';
@@ -45,8 +46,20 @@ export function AgentChart(props: { agentId: string }) {
         ],
         series: [
           {},
-          { label: 'runs', stroke: color('--bar'), fill: color('--bar'), paths: bars },
-          { label: 'failed', stroke: color('--err'), fill: color('--err'), paths: bars },
+          {
+            label: 'runs',
+            stroke: color('--bar'),
+            fill: color('--bar'),
+            paths: bars,
+            points: { show: false },
+          },
+          {
+            label: 'failed',
+            stroke: color('--err'),
+            fill: color('--err'),
+            paths: bars,
+            points: { show: false },
+          },
         ],
       },
       [xs, stats.buckets.map((b) => b.runs), stats.buckets.map((b) => b.errored)],

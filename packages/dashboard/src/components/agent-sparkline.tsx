@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { readAgentStats, type AgentStats } from '../api.js';
+import type { AgentStats } from '@flightlog/protocol';
+import { readAgentStats } from '../api.js';
 
 /**
  * An agent's last 24 hours in a table row: runs per hour as small bars (failed ones in red) and

@@ -131,7 +131,6 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
       <AgentChart agentId={agentId} />
       <div class="toolbar">
         <h1>Runs</h1>
-        <FilterBar agentId={agentId} filters={filters} />
         <LiveIndicator state={live.state} />
         {picked.length === 2 && (
           <button
@@ -151,6 +150,7 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
           {paused ? `Resume${held.length ? ` (${held.length} new)` : ''}` : 'Pause'}
         </button>
       </div>
+      <FilterBar agentId={agentId} filters={filters} />
       {live.state === 'interrupted' && (
         <div class="banner warning" role="status">
           Live stream interrupted{live.detail === 'warning' ? '' : ' (reconnecting)'}: new runs will
