@@ -57,9 +57,13 @@ export const comparePath = (left: string, right: string) =>
 
 const listeners = new Set<() => void>();
 
+/** Pages reached inside the dashboard are marked so, so `Esc` goes back only within it. */
+export const cameFromDashboard = () =>
+  (history.state as { inApp?: boolean } | null)?.inApp === true;
+
 export function navigate(path: string, replace = false): void {
-  if (replace) history.replaceState(null, '', path);
-  else history.pushState(null, '', path);
+  if (replace) history.replaceState(history.state, '', path);
+  else history.pushState({ inApp: true }, '', path);
   for (const listener of listeners) listener();
 }
 

@@ -13,7 +13,7 @@ import { TimeAgo } from '../components/time-ago.js';
 import { Waterfall } from '../components/waterfall.js';
 import { formatDecimal, formatDuration, formatUsd } from '../format.js';
 import { openLiveStream } from '../live-stream.js';
-import { agentPath } from '../router.js';
+import { agentPath, cameFromDashboard, navigate } from '../router.js';
 import { firstFailure, layoutWaterfall, stepName } from '../waterfall-layout.js';
 
 export function RunPage(props: { traceId: string }) {
@@ -99,6 +99,22 @@ export function RunPage(props: { traceId: string }) {
   }, [traceId, finished]);
 
   const rows = useMemo(() => layoutWaterfall(events), [events]);
+
+  // Esc goes back where the person came from (the runs list, a comparison)
+  const agentOfRun = trace?.agentId;
+  useEffect(() => {
+    const onKey = (event: KeyboardEvent) => {
+      if (
+        event.key !== 'Escape' ||
+        (event.target as HTMLElement | null)?.closest('input, textarea')
+      )
+        return;
+      if (cameFromDashboard()) history.back();
+      else if (agentOfRun) navigate(agentPath(agentOfRun));
+    };
+    addEventListener('keydown', onKey);
+    return () => removeEventListener('keydown', onKey);
+  }, [agentOfRun]);
   const selectedEvent = events.find((e) => e.id === selected) ?? null;
   const failure = useMemo(() => firstFailure(events), [events]);
 

@@ -29,6 +29,11 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
   const [picked, setPicked] = useState<string[]>([]);
   const pausedRef = useRef(paused);
   pausedRef.current = paused;
+  // a row never moves under the pointer: new runs wait while it is over the list
+  const hoverRef = useRef(false);
+  // the row `j`/`k` move to and `Enter` opens
+  const [cursorRow, setCursorRow] = useState(-1);
+  const cursorRef = useRef(cursorRow);
   const moreRef = useRef<string | null>(null);
   moreRef.current = nextCursor;
 
@@ -44,6 +49,10 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
         setRows(page.traces);
         setNextCursor(page.nextCursor);
         setLoading(false);
+        const remembered = (history.state as { cursorTraceId?: string } | null)?.cursorTraceId;
+        const at = page.traces.findIndex((row) => row.id === remembered);
+        cursorRef.current = at;
+        setCursorRow(at);
       },
       (e: unknown) => {
         if (abort.signal.aborted) return;
@@ -88,7 +97,7 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
           // a run older than the last loaded row belongs to a later page (the replay on connect)
           const last = current[current.length - 1];
           if (last && moreRef.current !== null && newerFirst(trace, last) > 0) return current;
-          if (pausedRef.current) {
+          if (pausedRef.current || hoverRef.current) {
             setHeld((waiting) => [trace, ...waiting.filter((row) => row.id !== trace.id)]);
             return current;
           }
@@ -100,14 +109,47 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
 
   const filtered = RUN_FILTER_KEYS.some((key) => filters[key]);
 
-  const resume = () => {
-    setPaused(false);
+  const showHeld = () => {
     setRows((current) => {
       const ids = new Set(current.map((row) => row.id));
       return [...current, ...held.filter((row) => !ids.has(row.id))].sort(newerFirst);
     });
     setHeld([]);
   };
+  const resume = () => {
+    setPaused(false);
+    showHeld();
+  };
+
+  // keys act on what is shown now, however fast they come: read through refs, not a closure
+  const rowsRef = useRef(rows);
+  rowsRef.current = rows;
+  useEffect(() => {
+    const onKey = (event: KeyboardEvent) => {
+      const target = event.target as HTMLElement | null;
+      if (target?.closest('input, textarea, select, button')) return;
+      const shown = rowsRef.current;
+      let at = cursorRef.current;
+      if (event.key === 'j') at = Math.min(shown.length - 1, at + 1);
+      else if (event.key === 'k') at = Math.max(0, at - 1);
+      else if (event.key === 'Enter' && shown[at]) {
+        // coming back (Esc, the browser's Back) puts the cursor on this row again
+        history.replaceState(
+          { ...(history.state as object | null), cursorTraceId: shown[at]!.id },
+          '',
+        );
+        return navigate(runPath(shown[at]!.id));
+      } else return;
+      cursorRef.current = at;
+      setCursorRow(at);
+    };
+    addEventListener('keydown', onKey);
+    return () => removeEventListener('keydown', onKey);
+  }, []);
+  useEffect(() => {
+    if (cursorRow >= 0)
+      document.querySelectorAll('tbody tr')[cursorRow]?.scrollIntoView({ block: 'nearest' });
+  }, [cursorRow]);
 
   const loadMore = () => {
     if (!nextCursor) return;
@@ -166,6 +208,12 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
           .
         </div>
       )}
+      {!paused && held.length > 0 && (
+        <div class="banner info" role="status">
+          {held.length} new {held.length === 1 ? 'run' : 'runs'}: shown when the pointer leaves the
+          list.
+        </div>
+      )}
       {paused && held.length > 0 && (
         <div class="banner info" role="status">
           {held.length} new {held.length === 1 ? 'run' : 'runs'} arrived while paused.
@@ -200,12 +248,18 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
               <th>Tools</th>
             </tr>
           </thead>
-          <tbody>
-            {rows.map((trace) => (
+          <tbody
+            onMouseEnter={() => (hoverRef.current = true)}
+            onMouseLeave={() => {
+              hoverRef.current = false;
+              if (!pausedRef.current) showHeld();
+            }}
+          >
+            {rows.map((trace, index) => (
               <tr
                 key={trace.id}
                 data-trace-id={trace.id}
-                class={trace.status === 'errored' ? 'row-error' : ''}
+                class={`${trace.status === 'errored' ? 'row-error' : ''} ${index === cursorRow ? 'cursor-row' : ''}`}
               >
                 <td class="pick">
                   <input

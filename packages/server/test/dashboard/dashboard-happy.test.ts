@@ -301,4 +301,54 @@ describeWithBrowser('the dashboard in a browser', () => {
     await page.locator(`li[data-event-id="${next.id}"]`).waitFor({ timeout: 2_000 });
     await page.locator('.run-header').getByText('completed').waitFor({ timeout: 2_000 });
   });
+
+  it('pages to older runs, moves through rows with j and k, opens one with Enter and comes back with Esc', async () => {
+    const pager = await server.createAgent({ name: 'Pager' });
+    const pagerToken = await server.userToken('alice', pager.agentId, 'viewer');
+    const items = Array.from({ length: 60 }, (_, i) => ({
+      trace: traceSnapshot({
+        status: 'completed',
+        startedAt: new Date(Date.parse('2026-11-20T10:00:00Z') + i * 60_000).toISOString(),
+        inputSummary: `Paged run ${i}`,
+      }),
+      events: [],
+    }));
+    await post(pager, { batchId: newId(), items });
+    const { page } = await browser.newPage();
+    await page.goto(`${server.url}/agents/${pager.agentId}#token=${pagerToken}`);
+    await page.locator('tbody tr').first().waitFor();
+    expect(await page.locator('tbody tr').count()).toBe(50);
+    await page.getByRole('button', { name: 'Older runs' }).click();
+    await expect.poll(() => page.locator('tbody tr').count()).toBe(60);
+    const ids = await page
+      .locator('tbody tr')
+      .evaluateAll((rows) => rows.map((r) => r.getAttribute('data-trace-id')));
+    expect(new Set(ids).size).toBe(60);
+    expect(await page.getByRole('button', { name: 'Older runs' }).count()).toBe(0);
+
+    await page.locator('h1').click();
+    await page.keyboard.press('j');
+    await page.keyboard.press('j');
+    expect(await page.locator('tr.cursor-row').textContent()).toContain('Paged run 58');
+    await page.keyboard.press('Enter');
+    await page.locator('.run-header').getByText('Paged run 58').waitFor();
+    await page.keyboard.press('Escape');
+    // back on the list, the cursor on the run just read
+    expect(await page.locator('tr.cursor-row').textContent()).toContain('Paged run 58');
+    expect(new URL(page.url()).pathname).toBe(`/agents/${pager.agentId}`);
+  });
+
+  it('keeps rows still under the pointer: new runs wait until it leaves the list', async () => {
+    await post(mine, runBatch({ trace: { inputSummary: 'Already there' } }).body);
+    const page = await signedIn(`/agents/${mine.agentId}`);
+    await page.locator('[data-live-state="live"]').waitFor();
+    await page.locator('tbody tr').first().hover();
+    const first = await page.locator('tbody tr').first().getAttribute('data-trace-id');
+    const arriving = runBatch({ trace: { inputSummary: 'Arrived under the pointer' } });
+    await post(mine, arriving.body);
+    await page.getByText('1 new run: shown when the pointer leaves the list.').waitFor();
+    expect(await page.locator('tbody tr').first().getAttribute('data-trace-id')).toBe(first);
+    await page.mouse.move(5, 5);
+    await page.locator(`tr[data-trace-id="${arriving.trace.id}"]`).waitFor();
+  });
 });
