@@ -95,31 +95,29 @@ export function FilterBar(props: { agentId: string; filters: RunFilters }) {
           onChange={() => apply({ tag: tag.trim() })}
         />
       </label>
-      <label>
-        From{' '}
-        <input
-          type="datetime-local"
-          value={toLocalInput(filters.from)}
-          onChange={(event) =>
-            apply({ from: fromLocalInput((event.target as HTMLInputElement).value) })
-          }
-        />
-      </label>
-      <label>
-        To{' '}
-        <input
-          type="datetime-local"
-          value={toLocalInput(filters.to)}
-          onChange={(event) =>
-            apply({ to: fromLocalInput((event.target as HTMLInputElement).value) })
-          }
-        />
-      </label>
+      <TimeInput label="From" value={filters.from} onChange={(from) => apply({ from })} />
+      <TimeInput label="To" value={filters.to} onChange={(to) => apply({ to })} />
       {(filters.status || filters.tag || filters.from || filters.to || filters.q) && (
         <button type="button" class="button" onClick={() => navigate(agentPath(agentId))}>
           Clear filters
         </button>
       )}
     </form>
+  );
+}
+
+/** A start-time bound, shown in the user's time zone and kept as an ISO instant. */
+function TimeInput(props: { label: string; value: string; onChange: (iso: string) => void }) {
+  return (
+    <label>
+      {props.label}{' '}
+      <input
+        type="datetime-local"
+        value={toLocalInput(props.value)}
+        onChange={(event) =>
+          props.onChange(fromLocalInput((event.target as HTMLInputElement).value))
+        }
+      />
+    </label>
   );
 }

@@ -1,11 +1,5 @@
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mintDevToken } from '../../src/auth/dev-token.js';
-import { loadConfig } from '../../src/config.js';
-import { startServer } from '../../src/server.js';
 import { runBatch } from '../fixtures/batches.js';
 import {
   describeWithBrowser,
@@ -13,9 +7,9 @@ import {
   SCREENSHOTS,
   type DashboardBrowser,
 } from '../harness/browser.js';
-import { freshLocation, disposeLocation, postgresAvailable } from '../harness/engines.js';
+import { postgresAvailable } from '../harness/engines.js';
 import { postBatch, send } from '../harness/http.js';
-import { RedisProcess } from '../harness/redis-process.js';
+import { startServedOnOwnRedis } from '../harness/redis-served.js';
 import { TcpProxy } from '../harness/tcp-proxy.js';
 import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
 
@@ -128,46 +122,11 @@ describeWithBrowser('the runs list live, through cuts, outages and revocation', 
 
   describe.runIf(postgresAvailable())('on PostgreSQL with the Redis bus', () => {
     it('shows "live stream interrupted" while Redis is down, and clears it when delivery resumes', async () => {
-      const redis = await RedisProcess.start();
-      const location = freshLocation('postgres');
-      const dataDir = mkdtempSync(join(tmpdir(), 'flightlog-dashboard-'));
-      const adminToken = randomBytes(24).toString('hex');
-      const jwtSecret = randomBytes(32).toString('hex');
-      const server = await startServer(
-        {
-          ...loadConfig({}),
-          port: 0,
-          host: '127.0.0.1',
-          dataDir,
-          ...location,
-          adminToken,
-          jwtSecret,
-          redisUrl: redis.url,
-          analysisWorker: false,
-        },
-        { logger: false },
-      );
+      const served = await startServedOnOwnRedis('postgres');
+      const { server, redis, agent } = served;
       try {
-        const created = await send(
-          server.url,
-          '/admin/v1/agents',
-          { name: 'Redis bot' },
-          { token: adminToken },
-        );
-        const agent = created.body as { agentId: string; apiKey: string };
-        await send(
-          server.url,
-          `/admin/v1/agents/${agent.agentId}/members/frank`,
-          { role: 'viewer' },
-          {
-            method: 'PUT',
-            token: adminToken,
-          },
-        );
         const { page } = await browser.newPage();
-        await page.goto(
-          `${server.url}/agents/${agent.agentId}#token=${await mintDevToken(jwtSecret, 'frank')}`,
-        );
+        await page.goto(`${server.url}/agents/${agent.agentId}#token=${served.token}`);
         await page.locator('[data-live-state="live"]').waitFor();
 
         await redis.kill();
@@ -181,10 +140,7 @@ describeWithBrowser('the runs list live, through cuts, outages and revocation', 
         await page.locator(`tr[data-trace-id="${during.trace.id}"]`).waitFor({ timeout: 15_000 });
         await banner.waitFor({ state: 'detached' });
       } finally {
-        await server.close();
-        await redis.kill();
-        await disposeLocation(location);
-        rmSync(dataDir, { recursive: true, force: true });
+        await served.dispose();
       }
     });
   });

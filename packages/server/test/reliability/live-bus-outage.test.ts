@@ -1,20 +1,8 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { randomBytes } from 'node:crypto';
 import { afterEach, expect, inject, it } from 'vitest';
-import { mintDevToken } from '../../src/auth/dev-token.js';
-import { loadConfig, type Config } from '../../src/config.js';
 import { compareMessageIds, RESYNC_MESSAGE } from '../../src/live/live-bus.js';
-import { startServer, type RunningServer } from '../../src/server.js';
-import {
-  describeEngines,
-  disposeLocation,
-  freshLocation,
-  type EngineName,
-} from '../harness/engines.js';
+import { describeEngines } from '../harness/engines.js';
 import { postBatch, send } from '../harness/http.js';
-import { RedisProcess } from '../harness/redis-process.js';
+import { startServedOnOwnRedis, type RedisServed } from '../harness/redis-served.js';
 import { SseClient } from '../harness/sse-client.js';
 import { runBatch, type RunBatch } from '../fixtures/batches.js';
 
@@ -27,61 +15,8 @@ const redisAvailable = inject('redisUrl') !== null;
 if (!redisAvailable)
   process.stdout.write('!!! SKIPPED "live bus outage": Redis is unreachable !!!\n');
 
-interface Running {
-  server: RunningServer;
-  redis: RedisProcess;
-  agent: { agentId: string; apiKey: string };
-  token: string;
-  dispose(): Promise<void>;
-}
-
-/**
- * `flightlog serve` as the CLI wires it (startServer: the Redis bus with its backlog and the
- * store as its replay history), on a Redis server of the test's own that it can kill.
- */
-async function start(engine: EngineName, overrides: Partial<Config> = {}): Promise<Running> {
-  const redis = await RedisProcess.start();
-  const location = freshLocation(engine);
-  const dataDir = mkdtempSync(join(tmpdir(), 'flightlog-outage-'));
-  const adminToken = randomBytes(24).toString('hex');
-  const jwtSecret = randomBytes(32).toString('hex');
-  const server = await startServer(
-    {
-      ...loadConfig({}),
-      port: 0,
-      host: '127.0.0.1',
-      dataDir,
-      ...location,
-      adminToken,
-      jwtSecret,
-      redisUrl: redis.url,
-      analysisWorker: false,
-      ...overrides,
-    },
-    { logger: false },
-  );
-  const created = await send(server.url, '/admin/v1/agents', {}, { token: adminToken });
-  const agent = created.body as { agentId: string; apiKey: string };
-  const user = `viewer-${randomBytes(4).toString('hex')}`;
-  await send(
-    server.url,
-    `/admin/v1/agents/${agent.agentId}/members/${user}`,
-    { role: 'viewer' },
-    { method: 'PUT', token: adminToken },
-  );
-  return {
-    server,
-    redis,
-    agent,
-    token: await mintDevToken(jwtSecret, user),
-    async dispose() {
-      await server.close();
-      await redis.kill();
-      await disposeLocation(location);
-      rmSync(dataDir, { recursive: true, force: true });
-    },
-  };
-}
+type Running = RedisServed;
+const start = startServedOnOwnRedis;
 
 const traceIds = (sse: SseClient) => sse.traces().map((t) => t.item.trace.id as string);
 const idsOf = (batches: RunBatch[]) => batches.map((b) => b.trace.id);
