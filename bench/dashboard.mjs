@@ -33,6 +33,7 @@ import pg from 'pg';
 import { chromium } from 'playwright-core';
 import { monotonicFactory } from 'ulidx';
 import {
+  createItemFactory,
   createLifecycle,
   envNumber,
   machineInfo,
@@ -58,50 +59,12 @@ const lifecycle = createLifecycle({
   timeoutSeconds: envNumber('BENCH_TIMEOUT_SECONDS', 600, 60, 3600),
 });
 
-const T0 = Date.now() - 3_600_000;
-const iso = (ms) => new Date(ms).toISOString();
-function traceOf(id, overrides = {}) {
-  return {
-    id,
-    agentId: 'x',
-    status: 'running',
-    startedAt: iso(T0),
-    endedAt: null,
-    durationMs: null,
-    inputSummary: 'Swap 1 SOL for USDC at the best price',
-    outputSummary: null,
-    errorMessage: null,
-    tags: ['bench'],
-    eventCount: 0,
-    totalTokens: 0,
-    totalCostUsd: '0',
-    totalLamports: '0',
-    chainTxCount: 0,
-    toolsCalled: [],
-    anchorSignature: null,
-    anchorSlot: null,
-    merkleProof: null,
-    traceHash: null,
-    shareToken: null,
-    ...overrides,
-  };
-}
-function eventOf(traceId, sequence) {
-  return {
-    id: ulid(),
-    traceId,
-    sequence,
-    type: 'tool_call',
-    startedAt: iso(T0 + sequence * 10),
-    endedAt: iso(T0 + sequence * 10 + 8),
-    durationMs: 8,
-    status: 'ok',
-    payloadEncrypted: false,
-    parentEventId: null,
-    errorMessage: null,
-    payload: { name: `step-${sequence % 17}`, input: { n: sequence } },
-  };
-}
+// the ingest benchmark's items: 1 trace + llm_call events with tokens and cost
+const makeItem = createItemFactory({ ulid, eventsPerBatch: 1 });
+const oneRunBatch = (agentId) => {
+  const item = makeItem(agentId, 1);
+  return { id: item.trace.id, body: { batchId: ulid(), items: [item] } };
+};
 const post = (base, key, body) =>
   request('POST', `${base}/v1/traces/batch`, {
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
@@ -184,20 +147,11 @@ async function liveFigures(browser, base, agent, token) {
   await plain.ready;
   const acked = new Map();
   // warm-up, not measured: the first rows build the table and compile the page's code paths
-  for (let i = 0; i < 10; i++) {
-    const id = ulid();
-    await post(base, agent.apiKey, {
-      batchId: ulid(),
-      items: [{ trace: traceOf(id, { eventCount: 1 }), events: [eventOf(id, 0)] }],
-    });
-  }
+  for (let i = 0; i < 10; i++) await post(base, agent.apiKey, oneRunBatch(agent.agentId).body);
   await new Promise((resolve) => setTimeout(resolve, 500));
   for (let i = 0; i < BATCHES; i++) {
-    const id = ulid();
-    const answer = await post(base, agent.apiKey, {
-      batchId: ulid(),
-      items: [{ trace: traceOf(id, { eventCount: 1 }), events: [eventOf(id, 0)] }],
-    });
+    const { id, body } = oneRunBatch(agent.agentId);
+    const answer = await post(base, agent.apiKey, body);
     if (answer.status !== 202) throw new Error(`batch ${i}: ${answer.status} ${answer.text}`);
     acked.set(id, performance.timeOrigin + performance.now());
     if (INTERVAL_MS) await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS));
@@ -238,12 +192,13 @@ async function liveFigures(browser, base, agent, token) {
 }
 
 async function bigRunFigures(browser, base, agent, token) {
-  const traceId = ulid();
+  const run = makeItem(agent.agentId, 10_000);
+  const traceId = run.trace.id;
   for (let from = 0; from < 10_000; from += 1000) {
-    const events = Array.from({ length: 1000 }, (_, i) => eventOf(traceId, from + i));
+    const events = run.events.slice(from, from + 1000);
     const answer = await post(base, agent.apiKey, {
       batchId: ulid(),
-      items: [{ trace: traceOf(traceId, { eventCount: from + 1000 }), events }],
+      items: [{ trace: { ...run.trace, eventCount: from + 1000 }, events }],
     });
     if (answer.status !== 202) throw new Error(`big run: ${answer.status} ${answer.text}`);
   }
