@@ -226,7 +226,7 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
           <h2>{filtered ? 'No runs match these filters' : 'No runs yet'}</h2>
           <p>
             Runs appear here live as the agent sends them. Point the client at this server:{' '}
-            <code>{`new Flightlog({ apiKey, endpoint: '${location.origin}' })`}</code>
+            <code>{`new FlightlogClient({ apiKey, ingestUrl: '${location.origin}' })`}</code>
           </p>
         </section>
       )}
