@@ -8,6 +8,15 @@ export interface LiveItem {
   events: Event[];
 }
 
+/**
+ * Whether `incoming` is an older snapshot of the run than `current` (fewer events, or running
+ * after it finished): the stream replays the agent's recent batches first, and such a snapshot
+ * must not undo what is shown, as the server does not let it overwrite the stored one.
+ */
+export const isOlderSnapshot = (incoming: Trace, current: Trace): boolean =>
+  incoming.eventCount < current.eventCount ||
+  (incoming.status === 'running' && current.status !== 'running');
+
 export interface LiveHandlers {
   onItem(item: LiveItem): void;
   /** `interrupted` after a `warning` event or a lost connection; `live` once delivery resumes. */

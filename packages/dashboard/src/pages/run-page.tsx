@@ -1,7 +1,7 @@
 import type { Event, Trace, TraceAnalysis } from '@flightlog/protocol';
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ApiError, readAnalysis } from '../api.js';
-import { loadRun } from '../run-loader.js';
+import { loadRun, withEvents } from '../run-loader.js';
 import { CopyId } from '../components/copy-id.js';
 import { JsonView } from '../components/json-view.js';
 import { LiveIndicator, type LiveState } from '../components/live-indicator.js';
@@ -12,7 +12,7 @@ import { StatusBadge } from '../components/status-badge.js';
 import { TimeAgo } from '../components/time-ago.js';
 import { Waterfall } from '../components/waterfall.js';
 import { formatDecimal, formatDuration, formatUsd } from '../format.js';
-import { openLiveStream } from '../live-stream.js';
+import { isOlderSnapshot, openLiveStream } from '../live-stream.js';
 import { agentPath, cameFromDashboard, navigate } from '../router.js';
 import { firstFailure, layoutWaterfall, stepName } from '../waterfall-layout.js';
 
@@ -32,10 +32,11 @@ export function RunPage(props: { traceId: string }) {
     setEvents([]);
     setError(null);
     setSelected(null);
-    loadRun(traceId, abort.signal, (page, all) => {
+    loadRun(traceId, abort.signal, (page, pageEvents) => {
       if (abort.signal.aborted) return;
       setTrace(page);
-      setEvents(all);
+      // merged: the live stream may have brought some of these (or later ones) already
+      setEvents((current) => withEvents(current, pageEvents));
     })
       .then(({ events: all }) => {
         if (abort.signal.aborted) return;
@@ -63,12 +64,11 @@ export function RunPage(props: { traceId: string }) {
       onState: (state) => setLive(state),
       onItem: (item) => {
         if (item.trace.id !== traceId) return;
-        setTrace(item.trace);
-        if (item.events.length > 0)
-          setEvents((current) => {
-            const known = new Set(current.map((e) => e.id));
-            return [...current, ...item.events.filter((e) => !known.has(e.id))];
-          });
+        setTrace((current) =>
+          current && isOlderSnapshot(item.trace, current) ? current : item.trace,
+        );
+        // nothing new (a replayed batch): the same array, so nothing is laid out again
+        if (item.events.length > 0) setEvents((current) => withEvents(current, item.events));
       },
     });
   }, [agentId, traceId, running]);

@@ -6,7 +6,7 @@ import { LiveIndicator, type LiveState } from '../components/live-indicator.js';
 import { StatusBadge } from '../components/status-badge.js';
 import { TimeAgo } from '../components/time-ago.js';
 import { formatDecimal, formatDuration, formatUsd } from '../format.js';
-import { openLiveStream } from '../live-stream.js';
+import { isOlderSnapshot, openLiveStream } from '../live-stream.js';
 import { comparePath, navigate, runPath, RUN_FILTER_KEYS, type RunFilters } from '../router.js';
 import { FilterBar, matches } from '../components/filter-bar.js';
 import { AgentChart } from '../components/agent-chart.js';
@@ -90,6 +90,7 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
         setRows((current) => {
           const at = current.findIndex((row) => row.id === trace.id);
           if (at >= 0) {
+            if (isOlderSnapshot(trace, current[at]!)) return current;
             const next = current.slice();
             next[at] = trace;
             return next;
@@ -191,6 +192,12 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
         >
           {paused ? `Resume${held.length ? ` (${held.length} new)` : ''}` : 'Pause'}
         </button>
+        {/* in the toolbar, not above the list: telling it must not move the rows under the pointer */}
+        <span class="held-note" role="status">
+          {!paused && held.length > 0
+            ? `${held.length} new ${held.length === 1 ? 'run' : 'runs'}: shown when the pointer leaves the list`
+            : ''}
+        </span>
       </div>
       <FilterBar agentId={agentId} filters={filters} />
       {live.state === 'interrupted' && (
@@ -206,12 +213,6 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
             ? 'sign in again'
             : 'you no longer have access to this agent'}
           .
-        </div>
-      )}
-      {!paused && held.length > 0 && (
-        <div class="banner info" role="status">
-          {held.length} new {held.length === 1 ? 'run' : 'runs'}: shown when the pointer leaves the
-          list.
         </div>
       )}
       {paused && held.length > 0 && (

@@ -346,7 +346,7 @@ describeWithBrowser('the dashboard in a browser', () => {
     const first = await page.locator('tbody tr').first().getAttribute('data-trace-id');
     const arriving = runBatch({ trace: { inputSummary: 'Arrived under the pointer' } });
     await post(mine, arriving.body);
-    await page.getByText('1 new run: shown when the pointer leaves the list.').waitFor();
+    await page.getByText('1 new run: shown when the pointer leaves the list').waitFor();
     expect(await page.locator('tbody tr').first().getAttribute('data-trace-id')).toBe(first);
     await page.mouse.move(5, 5);
     await page.locator(`tr[data-trace-id="${arriving.trace.id}"]`).waitFor();
