@@ -26,8 +26,28 @@ export function onUnauthorized(listener: () => void): () => void {
   return () => unauthorizedListeners.delete(listener);
 }
 
-export function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
-  return sendJson<T>('GET', path, undefined, signal);
+export async function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
+  const token = currentToken();
+  const response = await fetch(path, {
+    headers: { accept: 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    ...(signal ? { signal } : {}),
+  });
+  if (response.status === 401) for (const listener of unauthorizedListeners) listener();
+  if (!response.ok) throw await apiError(response);
+  return (await response.json()) as T;
+}
+
+/** The refusal a response stands for, with its problem document's detail. */
+async function apiError(response: Response): Promise<ApiError> {
+  let detail = response.statusText;
+  try {
+    const problem = (await response.json()) as { detail?: unknown; title?: unknown };
+    if (typeof problem.detail === 'string') detail = problem.detail;
+    else if (typeof problem.title === 'string') detail = problem.title;
+  } catch {
+    // not a problem document: the status text says enough
+  }
+  return new ApiError(response.status, detail);
 }
 
 /** A request of the API with the signed-in user's token; `undefined` for a `204`. */
@@ -49,17 +69,7 @@ export async function sendJson<T>(
     ...(signal ? { signal } : {}),
   });
   if (response.status === 401) for (const listener of unauthorizedListeners) listener();
-  if (!response.ok) {
-    let detail = response.statusText;
-    try {
-      const problem = (await response.json()) as { detail?: unknown; title?: unknown };
-      if (typeof problem.detail === 'string') detail = problem.detail;
-      else if (typeof problem.title === 'string') detail = problem.title;
-    } catch {
-      // not a problem document: the status text says enough
-    }
-    throw new ApiError(response.status, detail);
-  }
+  if (!response.ok) throw await apiError(response);
   if (response.status === 204) return undefined as T;
   return (await response.json()) as T;
 }
