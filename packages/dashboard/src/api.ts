@@ -33,17 +33,44 @@ export async function getJson<T>(path: string, signal?: AbortSignal): Promise<T>
     ...(signal ? { signal } : {}),
   });
   if (response.status === 401) for (const listener of unauthorizedListeners) listener();
-  if (!response.ok) {
-    let detail = response.statusText;
-    try {
-      const problem = (await response.json()) as { detail?: unknown; title?: unknown };
-      if (typeof problem.detail === 'string') detail = problem.detail;
-      else if (typeof problem.title === 'string') detail = problem.title;
-    } catch {
-      // not a problem document: the status text says enough
-    }
-    throw new ApiError(response.status, detail);
+  if (!response.ok) throw await apiError(response);
+  return (await response.json()) as T;
+}
+
+/** The refusal a response stands for, with its problem document's detail. */
+async function apiError(response: Response): Promise<ApiError> {
+  let detail = response.statusText;
+  try {
+    const problem = (await response.json()) as { detail?: unknown; title?: unknown };
+    if (typeof problem.detail === 'string') detail = problem.detail;
+    else if (typeof problem.title === 'string') detail = problem.title;
+  } catch {
+    // not a problem document: the status text says enough
   }
+  return new ApiError(response.status, detail);
+}
+
+/** A request of the API with the signed-in user's token; `undefined` for a `204`. */
+export async function sendJson<T>(
+  method: string,
+  path: string,
+  body?: unknown,
+  signal?: AbortSignal,
+): Promise<T> {
+  const token = currentToken();
+  const response = await fetch(path, {
+    method,
+    headers: {
+      accept: 'application/json',
+      ...(token ? { authorization: `Bearer ${token}` } : {}),
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+    },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    ...(signal ? { signal } : {}),
+  });
+  if (response.status === 401) for (const listener of unauthorizedListeners) listener();
+  if (!response.ok) throw await apiError(response);
+  if (response.status === 204) return undefined as T;
   return (await response.json()) as T;
 }
 

@@ -2,7 +2,9 @@ import { Fragment, render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { onUnauthorized } from './api.js';
 import { Link } from './components/link.js';
+import { AgentSettingsPage } from './pages/agent-settings-page.js';
 import { AgentsPage } from './pages/agents-page.js';
+import { NewAgentPage } from './pages/new-agent-page.js';
 import { AuthCallbackPage } from './pages/auth-callback-page.js';
 import { ComparePage } from './pages/compare-page.js';
 import { RunPage } from './pages/run-page.js';
@@ -96,6 +98,8 @@ function App() {
       {/* a new token (another sign-in link) reads every page again */}
       <Fragment key={token}>
         {route.page === 'agents' && <AgentsPage />}
+        {route.page === 'new-agent' && <NewAgentPage />}
+        {route.page === 'agent-settings' && <AgentSettingsPage agentId={route.agentId} />}
         {route.page === 'runs' && <RunsPage agentId={route.agentId} filters={route.filters} />}
         {route.page === 'run' && <RunPage traceId={route.traceId} />}
         {route.page === 'compare' && <ComparePage left={route.left} right={route.right} />}

@@ -15,6 +15,8 @@ export const RUN_FILTER_KEYS = ['status', 'tag', 'from', 'to', 'q'] as const;
 /** The dashboard's pages, each with a URL that can be shared and reloaded. */
 export type Route =
   | { page: 'agents' }
+  | { page: 'new-agent' }
+  | { page: 'agent-settings'; agentId: string }
   | { page: 'runs'; agentId: string; filters: RunFilters }
   | { page: 'run'; traceId: string }
   | { page: 'compare'; left: string; right: string }
@@ -24,6 +26,12 @@ export type Route =
 export function parseRoute(url: URL): Route {
   const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
   if (parts.length === 0) return { page: 'agents' };
+  // the page that creates an agent; the runs of an agent whose id is `new` (only the admin API
+  // or the CLI could choose that id) are not reachable from this address
+  if (parts[0] === 'agents' && parts[1] === 'new' && parts.length === 2)
+    return { page: 'new-agent' };
+  if (parts[0] === 'agents' && parts[2] === 'settings' && parts.length === 3)
+    return { page: 'agent-settings', agentId: parts[1]! };
   if (parts[0] === 'agents' && parts.length === 2)
     return {
       page: 'runs',
@@ -51,6 +59,9 @@ export function agentPath(agentId: string, filters: Partial<RunFilters> = {}): s
   const search = query.toString();
   return `/agents/${encodeURIComponent(agentId)}${search ? `?${search}` : ''}`;
 }
+export const newAgentPath = '/agents/new';
+export const agentSettingsPath = (agentId: string) =>
+  `/agents/${encodeURIComponent(agentId)}/settings`;
 export const runPath = (traceId: string) => `/runs/${encodeURIComponent(traceId)}`;
 export const comparePath = (left: string, right: string) =>
   `/compare?${new URLSearchParams({ a: left, b: right })}`;

@@ -8,6 +8,7 @@ import { KeyGuessLimiter } from './auth/key-guess-limiter.js';
 import { createIdentityVerifier, type IdentityVerifier } from './auth/identity.js';
 import type { Config } from './config.js';
 import { adminRoutes } from './http/admin-routes.js';
+import { agentRoutes } from './http/agent-routes.js';
 import { ingestRoutes } from './http/ingest-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
 import { BodyParsePool } from './http/body-parse-pool.js';
@@ -231,6 +232,13 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   };
   await app.register(ingestRoutes, { ingest, apiKeys, metrics });
   await app.register(readRoutes, { store, identity });
+  await app.register(agentRoutes, {
+    store,
+    identity,
+    agentCreators: config.agentCreators,
+    apiKeys,
+    streamAccess,
+  });
   await app.register(liveRoutes, {
     store,
     identity,

@@ -19,6 +19,11 @@ export interface Config {
   databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   adminToken: string | undefined;
+  /**
+   * Users who may create agents from the dashboard (`AGENT_CREATORS`, user ids separated by
+   * commas; none by default): each becomes the owner of the agents they create.
+   */
+  agentCreators: string[];
   jwtSecret: string | undefined;
   jwtJwksUrl: string | undefined;
   jwtIssuer: string | undefined;
@@ -167,6 +172,22 @@ function trustProxy(env: Env): false | number | string[] {
   return entries;
 }
 
+/** `AGENT_CREATORS`: user ids (the identity JWT's `sub`) separated by commas; blanks are ignored. */
+function agentCreators(env: Env): string[] {
+  const raw = text(env, 'AGENT_CREATORS');
+  if (raw === undefined) return [];
+  const ids = raw
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter((entry) => entry !== '');
+  for (const id of ids)
+    if (id.length > 256 || [...id].some((c) => c.charCodeAt(0) < 0x20))
+      throw new ConfigError(
+        `AGENT_CREATORS must be user ids separated by commas; "${id}" is not one`,
+      );
+  return [...new Set(ids)];
+}
+
 function url(env: Env, name: string, protocols: string[]): string | undefined {
   const raw = text(env, name);
   if (raw === undefined) return undefined;
@@ -299,6 +320,7 @@ export function loadConfig(env: Env = process.env): Config {
     databaseStatementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 100, 600_000),
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     adminToken,
+    agentCreators: agentCreators(env),
     jwtSecret,
     jwtJwksUrl,
     jwtIssuer: text(env, 'JWT_ISSUER'),

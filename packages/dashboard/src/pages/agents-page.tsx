@@ -3,14 +3,24 @@ import { AgentSparkline } from '../components/agent-sparkline.js';
 import { CopyId } from '../components/copy-id.js';
 import { Link } from '../components/link.js';
 import { TimeAgo } from '../components/time-ago.js';
-import { agentPath } from '../router.js';
+import { readMe } from '../owner-api.js';
+import { agentPath, newAgentPath } from '../router.js';
 import { useAsync } from '../use-async.js';
 
 export function AgentsPage() {
   const agents = useAsync((signal) => listAgents(signal), []);
+  const me = useAsync((signal) => readMe(signal), []);
+  const canCreate = me.state === 'done' && me.value.canCreateAgents;
   return (
     <main>
-      <h1>Agents</h1>
+      <div class="toolbar">
+        <h1>Agents</h1>
+        {canCreate && (
+          <Link href={newAgentPath} class="button primary">
+            New agent
+          </Link>
+        )}
+      </div>
       {agents.state === 'loading' && <p class="muted">Loading…</p>}
       {agents.state === 'error' && (
         <p class="error-text">Could not load your agents: {agents.message}</p>
@@ -18,11 +28,18 @@ export function AgentsPage() {
       {agents.state === 'done' && agents.value.agents.length === 0 && (
         <section class="empty">
           <h2>No agents yet</h2>
-          <p>
-            You have no role on any agent. An operator creates one with{' '}
-            <code>flightlog agent create --name my-agent</code> and gives you a role with{' '}
-            <code>flightlog member grant --agent ID --user YOUR_ID --role owner</code>.
-          </p>
+          {canCreate ? (
+            <p>
+              Create your first agent with <Link href={newAgentPath}>New agent</Link>: you get its
+              API key and a snippet to paste, and see its first run arrive here.
+            </p>
+          ) : (
+            <p>
+              You have no role on any agent. An operator creates one with{' '}
+              <code>flightlog agent create --name my-agent</code> and gives you a role with{' '}
+              <code>flightlog member grant --agent ID --user YOUR_ID --role owner</code>.
+            </p>
+          )}
         </section>
       )}
       {agents.state === 'done' && agents.value.agents.length > 0 && (

@@ -7,7 +7,14 @@ import { StatusBadge } from '../components/status-badge.js';
 import { TimeAgo } from '../components/time-ago.js';
 import { formatDecimal, formatDuration, formatUsd } from '../format.js';
 import { isOlderSnapshot, openLiveStream } from '../live-stream.js';
-import { comparePath, navigate, runPath, RUN_FILTER_KEYS, type RunFilters } from '../router.js';
+import {
+  agentSettingsPath,
+  comparePath,
+  navigate,
+  runPath,
+  RUN_FILTER_KEYS,
+  type RunFilters,
+} from '../router.js';
 import { FilterBar, matches } from '../components/filter-bar.js';
 import { AgentChart } from '../components/agent-chart.js';
 
@@ -169,7 +176,8 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
   return (
     <main>
       <nav class="crumbs">
-        <Link href="/">Agents</Link> <span aria-hidden="true">/</span> <span>{agentId}</span>
+        <Link href="/">Agents</Link> <span aria-hidden="true">/</span> <span>{agentId}</span>{' '}
+        <span aria-hidden="true">·</span> <Link href={agentSettingsPath(agentId)}>Settings</Link>
       </nav>
       <AgentChart agentId={agentId} />
       <div class="toolbar">

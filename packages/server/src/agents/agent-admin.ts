@@ -29,7 +29,7 @@ export type CreateAgentOutcome =
  */
 export async function createAgent(
   agents: AgentStore,
-  request: { id?: string | undefined; name?: string | undefined },
+  request: { id?: string | undefined; name?: string | undefined; ownerId?: string | undefined },
 ): Promise<CreateAgentOutcome> {
   if (request.id !== undefined && !isIdentifier(request.id)) return { kind: 'invalid-id' };
   const agentId = request.id ?? ulid();
@@ -41,6 +41,7 @@ export async function createAgent(
     keyId: newKeyId(),
     keyHash: hashSecret(apiKey),
     verifyTokenHash: hashSecret(verifyToken),
+    ownerId: request.ownerId,
   });
   return created
     ? { kind: 'created', agent: { agentId, apiKey, verifyToken } }

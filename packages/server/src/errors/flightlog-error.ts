@@ -12,6 +12,7 @@ export type ErrorCode =
   | 'forbidden'
   | 'not-found'
   | 'id-conflict'
+  | 'last-owner'
   | 'request-timeout'
   | 'payload-too-large'
   | 'headers-too-large'

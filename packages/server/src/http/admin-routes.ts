@@ -57,7 +57,7 @@ const problems = {
   429: ProblemSchema,
 };
 const noAgent = () => new FlightlogError('not-found', 'No agent with this id.');
-const PageQuery = Type.Object(
+export const PageQuery = Type.Object(
   {
     limit: Type.Optional(Type.String({ maxLength: 10 })),
     cursor: Type.Optional(Type.String({ maxLength: 1024 })),
@@ -66,7 +66,7 @@ const PageQuery = Type.Object(
 );
 
 /** `limit` as a number, or the `400` naming it. */
-function pageLimit(text: string | undefined): number {
+export function pageLimit(text: string | undefined): number {
   if (text === undefined) return ADMIN_PAGE_DEFAULT;
   const limit = Number(text);
   if (!/^\d+$/.test(text) || limit < 1 || limit > ADMIN_PAGE_MAX)
@@ -82,7 +82,7 @@ function pageLimit(text: string | undefined): number {
 }
 
 /** The page of an outcome, or the `400` / `404` it stands for. */
-function pageOrThrow<T>(outcome: PageOutcome<T>): { items: T[]; nextCursor: string | null } {
+export function pageOrThrow<T>(outcome: PageOutcome<T>): { items: T[]; nextCursor: string | null } {
   if (outcome.kind === 'no-agent') throw noAgent();
   if (outcome.kind === 'bad-cursor')
     throw new FlightlogError('validation-failed', 'The request does not match the schema.', {

@@ -55,6 +55,7 @@ export interface DashboardRoutesOptions {
 
 /**
  * The web dashboard, from this process: its page at `/` and at each deep link (`/agents/:id`,
+ * `/agents/new`, `/agents/:id/settings`,
  * `/runs/:id`, `/compare?a=&b=`, and `/auth/callback` where an OpenID Connect provider sends the
  * browser back: the page reads the address), its assets under `/assets/`, and how it signs in
  * (`/v1/dashboard/config`). Nothing here needs a credential: the page signs in and calls the
@@ -80,6 +81,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardRoutesOptions> = async
   const hidden = { schema: { hide: true } };
   app.get('/', hidden, page);
   app.get('/agents/:agentId', hidden, page);
+  app.get('/agents/:agentId/settings', hidden, page);
   app.get('/runs/:traceId', hidden, page);
   app.get('/compare', hidden, page);
   app.get('/auth/callback', hidden, page);

@@ -16,6 +16,7 @@ const HTTP: Record<ErrorCode, { status: number; title: string }> = {
   'not-found': { status: 404, title: 'Not found' },
   'request-timeout': { status: 408, title: 'Request timeout' },
   'id-conflict': { status: 409, title: 'Id already in use' },
+  'last-owner': { status: 409, title: 'Last owner' },
   'payload-too-large': { status: 413, title: 'Payload too large' },
   'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
   'headers-too-large': { status: 431, title: 'Request header fields too large' },

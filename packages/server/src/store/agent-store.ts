@@ -33,6 +33,8 @@ export interface NewAgent {
   keyId: string;
   keyHash: string;
   verifyTokenHash: string;
+  /** Made the agent's owner in the same transaction (the dashboard's "New agent"). */
+  ownerId?: string | undefined;
 }
 
 const iso = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
@@ -59,6 +61,11 @@ export class AgentStore {
         agent.verifyTokenHash,
         agent.id,
       ]);
+      if (agent.ownerId !== undefined)
+        await tx.query("INSERT INTO members (agent_id, user_id, role) VALUES ($1, $2, 'owner')", [
+          agent.id,
+          agent.ownerId,
+        ]);
       return true;
     });
   }
@@ -80,6 +87,56 @@ export class AgentStore {
       [keyId],
     );
     return rows.length > 0;
+  }
+
+  /** Revokes a key of this agent only; false when the agent has no key with this id. */
+  async revokeAgentKey(agentId: string, keyId: string): Promise<boolean> {
+    const rows = await this.sql.query(
+      `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now())
+       WHERE id = $1 AND agent_id = $2 RETURNING id`,
+      [keyId, agentId],
+    );
+    return rows.length > 0;
+  }
+
+  /**
+   * Grants `role` (or removes the member when `role` is null) unless that would leave the agent
+   * without an owner. The agent's row is locked first, so that two owners demoting each other
+   * at once are served one after the other and the second is refused.
+   */
+  async changeMemberKeepingOwner(
+    agentId: string,
+    userId: string,
+    role: MemberRole | null,
+  ): Promise<'done' | 'no-agent' | 'no-member' | 'last-owner'> {
+    return this.sql.transaction(async (tx) => {
+      const agent = await tx.query('SELECT id FROM agents WHERE id = $1 FOR UPDATE', [agentId]);
+      if (agent.length === 0) return 'no-agent';
+      const [current] = await tx.query<{ role: MemberRole }>(
+        'SELECT role FROM members WHERE agent_id = $1 AND user_id = $2',
+        [agentId, userId],
+      );
+      if (role === null && !current) return 'no-member';
+      if (current?.role === 'owner' && role !== 'owner') {
+        const [owners] = await tx.query<{ n: number | string }>(
+          "SELECT count(*)::int AS n FROM members WHERE agent_id = $1 AND role = 'owner'",
+          [agentId],
+        );
+        if (Number(owners?.n ?? 0) <= 1) return 'last-owner';
+      }
+      if (role === null)
+        await tx.query('DELETE FROM members WHERE agent_id = $1 AND user_id = $2', [
+          agentId,
+          userId,
+        ]);
+      else
+        await tx.query(
+          `INSERT INTO members (agent_id, user_id, role) VALUES ($1, $2, $3)
+           ON CONFLICT (agent_id, user_id) DO UPDATE SET role = EXCLUDED.role`,
+          [agentId, userId, role],
+        );
+      return 'done';
+    });
   }
 
   /** The agent a live (unrevoked) key belongs to. */

@@ -20,6 +20,7 @@ describe('loadConfig', () => {
       shutdownTimeoutMs: 10_000,
       logLevel: 'info',
       adminToken: undefined,
+      agentCreators: [],
       jwtSecret: undefined,
       analysisWorker: true,
       analysisLeaseMs: 60_000,
@@ -32,6 +33,12 @@ describe('loadConfig', () => {
       analysisLlmSendDecrypted: false,
       serviceMasterKey: undefined,
     });
+  });
+
+  it('reads AGENT_CREATORS as user ids separated by commas', () => {
+    expect(loadConfig({ AGENT_CREATORS: ' alice, bob@example.com,,alice ' }).agentCreators).toEqual(
+      ['alice', 'bob@example.com'],
+    );
   });
 
   it('reads the analysis settings', () => {

@@ -1,0 +1,72 @@
+import type { MemberRole } from '@flightlog/protocol';
+import { getJson, sendJson } from './api.js';
+
+/** The owner API (`/v1/agents` and below): what the New agent and Settings pages call. */
+
+export interface Me {
+  userId: string;
+  canCreateAgents: boolean;
+}
+
+export interface CreatedAgent {
+  agentId: string;
+  apiKey: string;
+  verifyToken: string;
+}
+
+export interface MemberAgent {
+  id: string;
+  name: string | null;
+  createdAt: string;
+  verifiedAt: string | null;
+  role: MemberRole;
+}
+
+export interface AgentKey {
+  keyId: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+export interface AgentMember {
+  userId: string;
+  role: MemberRole;
+}
+
+const agentUrl = (agentId: string) => `/v1/agents/${encodeURIComponent(agentId)}`;
+const pageQuery = (cursor: string | null) =>
+  cursor ? `?cursor=${encodeURIComponent(cursor)}` : '';
+
+export const readMe = (signal?: AbortSignal) => getJson<Me>('/v1/me', signal);
+
+export const createAgent = (name: string) =>
+  sendJson<CreatedAgent>('POST', '/v1/agents', name ? { name } : {});
+
+export const readAgent = (agentId: string, signal?: AbortSignal) =>
+  getJson<MemberAgent>(agentUrl(agentId), signal);
+
+export const listKeys = (agentId: string, cursor: string | null, signal?: AbortSignal) =>
+  getJson<{ keys: AgentKey[]; nextCursor: string | null }>(
+    `${agentUrl(agentId)}/keys${pageQuery(cursor)}`,
+    signal,
+  );
+
+export const createKey = (agentId: string) =>
+  sendJson<{ keyId: string; apiKey: string }>('POST', `${agentUrl(agentId)}/keys`);
+
+export const revokeKey = (agentId: string, keyId: string) =>
+  sendJson<void>('DELETE', `${agentUrl(agentId)}/keys/${encodeURIComponent(keyId)}`);
+
+export const listMembers = (agentId: string, cursor: string | null, signal?: AbortSignal) =>
+  getJson<{ members: AgentMember[]; nextCursor: string | null }>(
+    `${agentUrl(agentId)}/members${pageQuery(cursor)}`,
+    signal,
+  );
+
+export const putMember = (agentId: string, userId: string, role: MemberRole) =>
+  sendJson<AgentMember>('PUT', `${agentUrl(agentId)}/members/${encodeURIComponent(userId)}`, {
+    role,
+  });
+
+export const removeMember = (agentId: string, userId: string) =>
+  sendJson<void>('DELETE', `${agentUrl(agentId)}/members/${encodeURIComponent(userId)}`);
