@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { stripVTControlCharacters } from 'node:util';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import {
   disposeLocation,
   describeEngines,
@@ -44,6 +44,13 @@ describeEngines('first run without configuration [%s]', (engine) => {
   let location: EngineLocation;
   let env: Record<string, string>;
   let serve: ServeProcess | undefined;
+  // every process started here, so that a failed test leaves none running
+  const started: ServeProcess[] = [];
+  const start = async (processEnv: Record<string, string>) => {
+    const running = await startServeProcess(processEnv);
+    started.push(running);
+    return withBanner(running);
+  };
 
   beforeAll(() => {
     dataDir = join(mkdtempSync(join(tmpdir(), 'flightlog-first-run-')), 'data');
@@ -60,13 +67,14 @@ describeEngines('first run without configuration [%s]', (engine) => {
     };
   });
   afterAll(async () => {
-    if (serve && serve.child.exitCode === null) serve.child.kill('SIGKILL');
+    for (const process of started)
+      if (process.child.exitCode === null) process.child.kill('SIGKILL');
     await disposeLocation(location);
     rmSync(join(dataDir, '..'), { recursive: true, force: true });
   });
 
   it('makes a 0600 secret, listens on loopback, prints a link that signs the local operator in, and the link survives a restart', async () => {
-    serve = await withBanner(await startServeProcess(env));
+    serve = await start(env);
     const secretFile = join(dataDir, 'flightlog.secret');
     expect(statSync(secretFile).mode & 0o777).toBe(0o600);
     const secret = readFileSync(secretFile, 'utf8').trim();
@@ -106,7 +114,7 @@ describeEngines('first run without configuration [%s]', (engine) => {
     expect((await send(serve.url, '/v1/agents', undefined, { token: fromCli })).status).toBe(200);
 
     await stop(serve);
-    serve = await withBanner(await startServeProcess(env));
+    serve = await start(env);
     expect(readFileSync(secretFile, 'utf8').trim()).toBe(secret);
     const again = await send(serve.url, '/v1/agents', undefined, { token: first.token });
     expect(again.status, again.text).toBe(200);
@@ -120,14 +128,12 @@ describeEngines('first run without configuration [%s]', (engine) => {
   it('keeps explicit configuration: JWT_SECRET replaces the local secret, HOST is obeyed', async () => {
     const otherDir = mkdtempSync(join(tmpdir(), 'flightlog-explicit-'));
     try {
-      serve = await withBanner(
-        await startServeProcess({
-          ...env,
-          DATA_DIR: otherDir,
-          JWT_SECRET: 'explicit-secret-explicit-secret-0123456789',
-          HOST: '127.0.0.1',
-        }),
-      );
+      serve = await start({
+        ...env,
+        DATA_DIR: otherDir,
+        JWT_SECRET: 'explicit-secret-explicit-secret-0123456789',
+        HOST: '127.0.0.1',
+      });
       expect(existsSync(join(otherDir, 'flightlog.secret'))).toBe(false);
       // no link for anyone: the operator chose the identities
       expect(serve.output()).not.toContain('#token=');
@@ -161,6 +167,9 @@ describe('first run, the settings around it', () => {
 
   it('prints only JSON lines when stdout is not a terminal, as before: no banner, no link', async () => {
     const serve = await startServeProcess({ DATA_DIR: dataDir });
+    onTestFinished(() => {
+      if (serve.child.exitCode === null) serve.child.kill('SIGKILL');
+    });
     // where a terminal would see the banner by now
     await new Promise((resolve) => setTimeout(resolve, 500));
     const lines = serve.output().split('\n').filter(Boolean);
