@@ -17,6 +17,10 @@ import {
 import { mintDevToken } from './auth/dev-token.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { runDemo } from './demo.js';
+import { LOCAL_OPERATOR, readLocalSecret } from './first-run/local-secret.js';
+import { serveIdentity } from './first-run/serve-identity.js';
+import { startUpBanner } from './first-run/start-up-banner.js';
+import { prettyLogDestination } from './observability/pretty-log.js';
 import type { LiveBus } from './live/live-bus.js';
 import { createRedisBus } from './live/redis-bus.js';
 import { announceRevocation, type AccessRevocation } from './live/stream-access-guard.js';
@@ -39,10 +43,11 @@ Commands:
   key revoke KEY_ID                           revoke an API key
   member grant --agent ID --user SUB --role owner|editor|viewer
   member revoke --agent ID --user SUB
-  dev-token --user SUB [--ttl SECONDS]        mint an HS256 identity token (needs JWT_SECRET)
+  dev-token --user SUB [--ttl SECONDS]        mint an HS256 identity token (with JWT_SECRET, or
+                                              the local secret serve made in DATA_DIR)
   dashboard-link --user SUB [--ttl SECONDS]   print a dashboard sign-in link for SUB: PUBLIC_URL
                                               (or http://localhost:PORT) + #token=<identity
-                                              token>; needs JWT_SECRET; TTL 12 h by default
+                                              token>; the same secret; TTL 12 h by default
   demo [--once]                               start a server, run the example agent through a few
                                               runs and tail them live; --once exits afterwards
 
@@ -124,14 +129,48 @@ async function withStore<T>(
   }
 }
 
-async function serve(config: Config): Promise<void> {
-  const server = await startServer(config);
+async function serve(configured: Config): Promise<void> {
+  const { config, localSecret } = serveIdentity(configured);
+  const terminal = process.stdout.isTTY === true;
+  const pretty = (config.logFormat ?? (terminal ? 'pretty' : 'json')) === 'pretty';
+  const server = await startServer(
+    config,
+    pretty ? { logger: { destination: prettyLogDestination(process.stdout, terminal) } } : {},
+  );
   const store = server.store.engine;
+  const log = server.app.log;
   // an operator should see at a glance whether a 202 survives a power cut
   const durability = store === 'pglite' ? { durability: config.dataDirDurability } : {};
-  server.app.log.info({ url: server.url, store, ...durability }, 'flightlog listening');
+  log.info({ url: server.url, store, ...durability }, 'flightlog listening');
+  if (localSecret) {
+    // where the secret is, never the secret; the sign-in link is printed to a terminal only
+    log.info(
+      { secretFile: localSecret.path, created: localSecret.created, user: LOCAL_OPERATOR },
+      'no JWT_SECRET or JWT_JWKS_URL: identity tokens signed with the local secret',
+    );
+    if (localSecret.readableByOthers)
+      log.warn(
+        { secretFile: localSecret.path },
+        'the local secret is readable by others: chmod 600',
+      );
+  }
+  if (config.startUpBanner ?? terminal) {
+    const port = Number(new URL(server.url).port);
+    const dashboardUrl = dashboardBaseUrl({ publicUrl: config.publicUrl, port });
+    const signIn =
+      localSecret && (await dashboardLink(localSecret.secret, LOCAL_OPERATOR, dashboardUrl));
+    process.stdout.write(
+      startUpBanner({
+        config,
+        dashboardUrl,
+        listening: { host: config.host, port },
+        signInLink: signIn || undefined,
+        localSecret,
+      }),
+    );
+  }
   const stop = (signal: string) => {
-    server.app.log.info({ signal }, 'shutting down');
+    log.info({ signal }, 'shutting down');
     server.close().then(
       () => process.exit(0),
       () => process.exit(1),
@@ -139,6 +178,19 @@ async function serve(config: Config): Promise<void> {
   };
   process.once('SIGTERM', () => stop('SIGTERM'));
   process.once('SIGINT', () => stop('SIGINT'));
+}
+
+/**
+ * The secret `dev-token` and `dashboard-link` sign with: `JWT_SECRET`, or without any identity
+ * configuration the local secret a server made in the data directory.
+ */
+function tokenSecret(config: Config, command: string): string {
+  if (config.jwtSecret) return config.jwtSecret;
+  const local = config.jwtJwksUrl === undefined ? readLocalSecret(config.dataDir) : undefined;
+  if (local) return local;
+  throw new UsageError(
+    `${command} needs JWT_SECRET, or the local secret a first \`flightlog serve\` makes in DATA_DIR`,
+  );
 }
 
 async function worker(config: Config): Promise<void> {
@@ -250,20 +302,16 @@ async function main(argv: string[]): Promise<void> {
         print({ agentId, userId, removed });
       });
     case 'dev-token': {
-      if (!config.jwtSecret) throw new UsageError('dev-token needs JWT_SECRET to be set');
+      const secret = tokenSecret(config, 'dev-token');
       const ttl = ttlSeconds(values.ttl, 3600);
-      process.stdout.write(
-        `${await mintDevToken(config.jwtSecret, required(values.user, '--user'), ttl)}\n`,
-      );
+      process.stdout.write(`${await mintDevToken(secret, required(values.user, '--user'), ttl)}\n`);
       return;
     }
     case 'dashboard-link': {
-      if (!config.jwtSecret) throw new UsageError('dashboard-link needs JWT_SECRET to be set');
+      const secret = tokenSecret(config, 'dashboard-link');
       const ttl = ttlSeconds(values.ttl, DASHBOARD_LINK_TTL_SECONDS);
       const user = required(values.user, '--user');
-      process.stdout.write(
-        `${await dashboardLink(config.jwtSecret, user, dashboardBaseUrl(config), ttl)}\n`,
-      );
+      process.stdout.write(`${await dashboardLink(secret, user, dashboardBaseUrl(config), ttl)}\n`);
       return;
     }
     default:

@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import { parseEnvelopeKey } from '@flightlog/protocol';
 import { DATA_DIR_DURABILITIES, type DataDirDurability } from './store/pglite-durability.js';
 import { LIVE_AGENT_BUFFER_MAX_BYTES } from './live/live-bus.js';
+import { LOCAL_OPERATOR } from './first-run/local-secret.js';
 
 /** Service configuration, read once from the environment at start-up. */
 export interface Config {
@@ -19,11 +20,6 @@ export interface Config {
   databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   adminToken: string | undefined;
-  /**
-   * Users who may create agents from the dashboard (`AGENT_CREATORS`, user ids separated by
-   * commas; none by default): each becomes the owner of the agents they create.
-   */
-  agentCreators: string[];
   jwtSecret: string | undefined;
   jwtJwksUrl: string | undefined;
   jwtIssuer: string | undefined;
@@ -83,6 +79,24 @@ export interface Config {
   requestTimeoutMs: number;
   shutdownTimeoutMs: number;
   logLevel: string;
+  /**
+   * How log lines look (`LOG_FORMAT`): `pretty` (one readable line each) or `json`; undefined
+   * lets `serve` choose by whether stdout is a terminal.
+   */
+  logFormat: LogFormat | undefined;
+  /**
+   * Users who may create agents from the dashboard (`AGENT_CREATORS`, comma-separated user ids),
+   * each becoming the owner of the agents they create. Without any identity configuration (the local secret is in use) it defaults to the local
+   * operator, who signs in through the link `serve` prints; otherwise to nobody.
+   */
+  agentCreators: string[];
+  /** `NODE_ENV=production`: `serve` refuses the zero-configuration mode. */
+  production: boolean;
+  /**
+   * Whether `serve` prints its start-up banner with the sign-in link (`FLIGHTLOG_BANNER`);
+   * undefined: when stdout is a terminal.
+   */
+  startUpBanner: boolean | undefined;
   /** Comment line sent on idle live streams so proxies keep them open. */
   liveHeartbeatMs: number;
   liveMaxStreamsPerUser: number;
@@ -125,9 +139,20 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-type Env = Record<string, string | undefined>;
+export type Env = Record<string, string | undefined>;
 
 /** pino's levels. */
+export const LOG_FORMATS = ['pretty', 'json'] as const;
+export type LogFormat = (typeof LOG_FORMATS)[number];
+
+/**
+ * Neither `JWT_SECRET` nor `JWT_JWKS_URL`: the zero-configuration mode, where `serve` makes (or
+ * reuses) a secret in the data directory, signs the local operator in, and listens on loopback.
+ */
+export function usesLocalSecret(env: Env): boolean {
+  return text(env, 'JWT_SECRET') === undefined && text(env, 'JWT_JWKS_URL') === undefined;
+}
+
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
 function text(env: Env, name: string): string | undefined {
@@ -172,8 +197,13 @@ function trustProxy(env: Env): false | number | string[] {
   return entries;
 }
 
-/** `AGENT_CREATORS`: user ids (the identity JWT's `sub`) separated by commas; blanks are ignored. */
+/**
+ * `AGENT_CREATORS`: user ids (the identity JWT's `sub`) separated by commas; blanks are ignored,
+ * and set but empty means nobody. Unset, it is the local operator in the zero-configuration mode
+ * (the generated secret), and nobody otherwise.
+ */
 function agentCreators(env: Env): string[] {
+  if (env.AGENT_CREATORS === undefined) return usesLocalSecret(env) ? [LOCAL_OPERATOR] : [];
   const raw = text(env, 'AGENT_CREATORS');
   if (raw === undefined) return [];
   const ids = raw
@@ -306,12 +336,17 @@ export function loadConfig(env: Env = process.env): Config {
   const logLevel = text(env, 'LOG_LEVEL') ?? 'info';
   if (!LOG_LEVELS.includes(logLevel))
     throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}, got "${logLevel}"`);
+  const logFormat = text(env, 'LOG_FORMAT');
+  if (logFormat !== undefined && !(LOG_FORMATS as readonly string[]).includes(logFormat))
+    throw new ConfigError(`LOG_FORMAT must be pretty or json, got "${logFormat}"`);
   const schema = text(env, 'DATABASE_SCHEMA');
   if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema))
     throw new ConfigError('DATABASE_SCHEMA must be a lower-case SQL identifier');
   return {
     port: integer(env, 'PORT', 8080, 0, 65_535),
-    host: text(env, 'HOST') ?? '0.0.0.0',
+    // With the local secret, the service is one person's on one machine, not yet meant for the
+    // network: loopback until HOST says otherwise.
+    host: text(env, 'HOST') ?? (usesLocalSecret(env) ? '127.0.0.1' : '0.0.0.0'),
     dataDir: text(env, 'DATA_DIR') ?? './.flightlog',
     dataDirDurability: dataDirDurability(env),
     databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
@@ -346,6 +381,12 @@ export function loadConfig(env: Env = process.env): Config {
     requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
     shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
     logLevel,
+    logFormat: logFormat as LogFormat | undefined,
+    production: text(env, 'NODE_ENV') === 'production',
+    startUpBanner:
+      text(env, 'FLIGHTLOG_BANNER') === undefined
+        ? undefined
+        : onOff(env, 'FLIGHTLOG_BANNER', true),
     liveHeartbeatMs: integer(env, 'LIVE_HEARTBEAT_MS', 15_000, 100, 300_000),
     liveMaxStreamsPerUser: integer(env, 'LIVE_MAX_STREAMS_PER_USER', 20, 1, 100_000),
     admissionMaxInFlight: integer(env, 'ADMISSION_MAX_IN_FLIGHT', 16, 1, 100_000),

@@ -146,9 +146,13 @@ describeEngines('flightlog CLI, headless bootstrap end to end [%s]', (engine) =>
     expect(behindProxy.stdout).toMatch(/^https:\/\/flightlog\.example\.com\/ops\/#token=/);
 
     const { JWT_SECRET: _secret, ...withoutSecret } = env;
-    const refused = await runCli(['dashboard-link', '--user', 'ana'], withoutSecret);
+    // nor a local secret: no server ever started on this (fresh) DATA_DIR
+    const refused = await runCli(['dashboard-link', '--user', 'ana'], {
+      ...withoutSecret,
+      DATA_DIR: join(dataDir, 'never-served'),
+    });
     expect(refused.code).toBe(2);
-    expect(refused.stderr).toContain('dashboard-link needs JWT_SECRET to be set');
+    expect(refused.stderr).toContain('dashboard-link needs JWT_SECRET, or the local secret');
     const noUser = await runCli(['dashboard-link'], env);
     expect(noUser.code).toBe(2);
     expect(noUser.stderr).toContain('missing --user');

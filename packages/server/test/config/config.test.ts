@@ -5,7 +5,7 @@ describe('loadConfig', () => {
   it('has the documented defaults', () => {
     expect(loadConfig({})).toMatchObject({
       port: 8080,
-      host: '0.0.0.0',
+      host: '127.0.0.1',
       dataDir: './.flightlog',
       dataDirDurability: 'power-loss',
       databaseUrl: undefined,
@@ -20,7 +20,6 @@ describe('loadConfig', () => {
       shutdownTimeoutMs: 10_000,
       logLevel: 'info',
       adminToken: undefined,
-      agentCreators: [],
       jwtSecret: undefined,
       analysisWorker: true,
       analysisLeaseMs: 60_000,
@@ -32,12 +31,41 @@ describe('loadConfig', () => {
       analysisLlmTimeoutMs: 20_000,
       analysisLlmSendDecrypted: false,
       serviceMasterKey: undefined,
+      logFormat: undefined,
+      agentCreators: ['local-operator'],
+      production: false,
+      startUpBanner: undefined,
     });
   });
 
   it('reads AGENT_CREATORS as user ids separated by commas', () => {
     expect(loadConfig({ AGENT_CREATORS: ' alice, bob@example.com,,alice ' }).agentCreators).toEqual(
       ['alice', 'bob@example.com'],
+    );
+  });
+
+  it('listens on loopback and lets the local operator create agents only without identity configuration', () => {
+    const secret = 'x'.repeat(32);
+    expect(loadConfig({ JWT_SECRET: secret })).toMatchObject({
+      host: '0.0.0.0',
+      agentCreators: [],
+    });
+    expect(
+      loadConfig({ JWT_JWKS_URL: 'https://id.example/jwks', JWT_ISSUER: 'i', JWT_AUDIENCE: 'a' }),
+    ).toMatchObject({ host: '0.0.0.0', agentCreators: [] });
+    // explicit settings win in either mode; an empty AGENT_CREATORS means nobody
+    expect(loadConfig({ HOST: '0.0.0.0' }).host).toBe('0.0.0.0');
+    expect(loadConfig({ AGENT_CREATORS: '' }).agentCreators).toEqual([]);
+    expect(loadConfig({ JWT_SECRET: secret, AGENT_CREATORS: ' ana, bo ,,' }).agentCreators).toEqual(
+      ['ana', 'bo'],
+    );
+    expect(loadConfig({ NODE_ENV: 'production' }).production).toBe(true);
+    expect(loadConfig({ LOG_FORMAT: 'json', FLIGHTLOG_BANNER: 'off' })).toMatchObject({
+      logFormat: 'json',
+      startUpBanner: false,
+    });
+    expect(() => loadConfig({ LOG_FORMAT: 'text' })).toThrow(
+      new ConfigError('LOG_FORMAT must be pretty or json, got "text"'),
     );
   });
 
