@@ -1,4 +1,4 @@
-import type { MemberRole } from '@flightlog/protocol';
+import type { AgentKey, AgentMember, MemberRole } from '@flightlog/protocol';
 import { getJson, sendJson } from './api.js';
 
 /** The owner API (`/v1/agents` and below): what the New agent and Settings pages call. */
@@ -22,16 +22,7 @@ export interface MemberAgent {
   role: MemberRole;
 }
 
-export interface AgentKey {
-  keyId: string;
-  createdAt: string;
-  revokedAt: string | null;
-}
-
-export interface AgentMember {
-  userId: string;
-  role: MemberRole;
-}
+export type { AgentKey, AgentMember } from '@flightlog/protocol';
 
 const agentUrl = (agentId: string) => `/v1/agents/${encodeURIComponent(agentId)}`;
 const pageQuery = (cursor: string | null) =>

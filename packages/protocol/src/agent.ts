@@ -5,6 +5,19 @@ import { Count, Identifier, IsoDateTime, Nullable, StringEnum } from './primitiv
 export const MEMBER_ROLES = ['owner', 'editor', 'viewer'] as const;
 export type MemberRole = (typeof MEMBER_ROLES)[number];
 
+/** An agent's API key as the admin and owner APIs list it (ids only, never the key). */
+export interface AgentKey {
+  keyId: string;
+  createdAt: string;
+  revokedAt: string | null;
+}
+
+/** A user's role on an agent, as the admin and owner APIs list members. */
+export interface AgentMember {
+  userId: string;
+  role: MemberRole;
+}
+
 /**
  * Counts stop here: `traceCount` of an agent with more traces is this number, with
  * `traceCountCapped` true ("10,000+"), so that a page of agents costs at most this many index

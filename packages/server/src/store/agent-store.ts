@@ -1,18 +1,15 @@
-import { TRACE_COUNT_CAP, type AgentSummary, type MemberRole } from '@flightlog/protocol';
+import {
+  TRACE_COUNT_CAP,
+  type AgentKey,
+  type AgentMember,
+  type AgentSummary,
+  type MemberRole,
+} from '@flightlog/protocol';
 import type { SqlClient } from './sql-client.js';
 
 export { MEMBER_ROLES, type MemberRole } from '@flightlog/protocol';
 
-export interface AgentKey {
-  keyId: string;
-  createdAt: string;
-  revokedAt: string | null;
-}
-
-export interface AgentMember {
-  userId: string;
-  role: MemberRole;
-}
+export type { AgentKey, AgentMember } from '@flightlog/protocol';
 
 export interface AgentRow {
   id: string;
