@@ -210,6 +210,7 @@ describeWithBrowser('the dashboard in a browser', () => {
     await page.locator('ol.waterfall').evaluate((list) => (list.scrollTop = list.scrollHeight));
     await page.locator(`li[data-event-id="${events[9_999]!.id}"]`).waitFor();
     expect(await page.locator('li.step').count()).toBeLessThan(120);
+    await page.screenshot({ path: join(SCREENSHOTS, 'run-10000-steps.png') });
     console.log(
       `a run of 10,000 steps: first rows ${firstRowsMs} ms after opening, all loaded ${allMs} ms`,
     );
