@@ -1,4 +1,4 @@
-import type { AgentKey, AgentMember, MemberRole } from '@flightlog/protocol';
+import type { AgentKey, AgentMember, CreatedAgent, MemberRole } from '@flightlog/protocol';
 import { getJson, sendJson } from './api.js';
 
 /** The owner API (`/v1/agents` and below): what the New agent and Settings pages call. */
@@ -8,11 +8,7 @@ export interface Me {
   canCreateAgents: boolean;
 }
 
-export interface CreatedAgent {
-  agentId: string;
-  apiKey: string;
-  verifyToken: string;
-}
+export type { CreatedAgent } from '@flightlog/protocol';
 
 export interface MemberAgent {
   id: string;

@@ -1,5 +1,5 @@
 import { Type, type Static } from '@sinclair/typebox';
-import { Count, Identifier, IsoDateTime, Nullable, StringEnum } from './primitives.js';
+import { Count, Identifier, IsoDateTime, Nullable, StringEnum, Text } from './primitives.js';
 
 /** A dashboard user's role on an agent. */
 export const MEMBER_ROLES = ['owner', 'editor', 'viewer'] as const;
@@ -56,3 +56,14 @@ export const AgentListSchema = Type.Object(
   { additionalProperties: false },
 );
 export type AgentList = Static<typeof AgentListSchema>;
+
+/** An agent's display name, as the admin and owner APIs take it. */
+export const AgentNameSchema = Text(256);
+
+/** `201` of creating an agent (admin or owner API): its key and verify token, shown once. */
+export const CreatedAgentSchema = Type.Object({
+  agentId: Type.String(),
+  apiKey: Type.String(),
+  verifyToken: Type.String(),
+});
+export type CreatedAgent = Static<typeof CreatedAgentSchema>;

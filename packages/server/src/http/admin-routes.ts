@@ -1,4 +1,6 @@
 import {
+  AgentNameSchema,
+  CreatedAgentSchema,
   IDENTIFIER_RULE,
   Identifier,
   ProblemSchema,
@@ -109,16 +111,12 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
         body: Type.Object(
           {
             id: Type.Optional(Identifier),
-            name: Type.Optional(Type.String({ maxLength: 256, pattern: STORABLE_TEXT })),
+            name: Type.Optional(AgentNameSchema),
           },
           { additionalProperties: false },
         ),
         response: {
-          201: Type.Object({
-            agentId: Type.String(),
-            apiKey: Type.String(),
-            verifyToken: Type.String(),
-          }),
+          201: CreatedAgentSchema,
           ...problems,
         },
       },

@@ -1,4 +1,11 @@
-import { IsoDateTime, ProblemSchema, STORABLE_TEXT, StringEnum } from '@flightlog/protocol';
+import {
+  AgentNameSchema,
+  CreatedAgentSchema,
+  IsoDateTime,
+  ProblemSchema,
+  STORABLE_TEXT,
+  StringEnum,
+} from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import {
@@ -95,15 +102,11 @@ export const agentRoutes: FastifyPluginAsyncTypebox<AgentRoutesOptions> = async 
           'Create an agent owned by the caller (AGENT_CREATORS only), with its first API key ' +
           'and a verify token (shown once)',
         body: Type.Object(
-          { name: Type.Optional(Type.String({ maxLength: 256, pattern: STORABLE_TEXT })) },
+          { name: Type.Optional(AgentNameSchema) },
           { additionalProperties: false },
         ),
         response: {
-          201: Type.Object({
-            agentId: Type.String(),
-            apiKey: Type.String(),
-            verifyToken: Type.String(),
-          }),
+          201: CreatedAgentSchema,
           ...problems,
         },
       },
