@@ -24,7 +24,7 @@ export async function loadMigrations(): Promise<Migration[]> {
 }
 
 /** Applies the migrations this database has not seen yet; returns the names applied. */
-export async function migrate(client: SqlClient): Promise<string[]> {
+export async function migrate(client: Pick<SqlClient, 'transaction'>): Promise<string[]> {
   const migrations = await loadMigrations();
   return client.transaction(async (tx) => {
     await tx.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);

@@ -9,6 +9,7 @@ import {
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { lockDataDir } from './data-dir-lock.js';
 import { openPgliteDataDir, type DataDirDurability } from './pglite-durability.js';
+import { pgliteTemplateFor } from './pglite-template.js';
 import { statementName } from './prepared-statements.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import { translateDriverError } from './store-unavailable.js';
@@ -28,7 +29,7 @@ const PARSERS = {
  * Extensions the migrations may create: pg_trgm indexes the runs list's text search (migration
  * 005). Loaded on every open, since an index built on it needs it whenever the table is used.
  */
-const EXTENSIONS = { pg_trgm };
+export const PGLITE_EXTENSIONS = { pg_trgm };
 
 const { serialize } = protocol;
 
@@ -123,10 +124,11 @@ export async function openPgliteClient(
   try {
     db =
       dataDir === undefined
-        ? await PGlite.create({ parsers: PARSERS, extensions: EXTENSIONS })
+        ? await PGlite.create({ parsers: PARSERS, extensions: PGLITE_EXTENSIONS })
         : await openPgliteDataDir(dataDir, durability, {
             parsers: PARSERS,
-            extensions: EXTENSIONS,
+            extensions: PGLITE_EXTENSIONS,
+            loadDataDir: await pgliteTemplateFor(dataDir),
           });
     await db.exec(`SET TIME ZONE 'UTC'`);
   } catch (error) {

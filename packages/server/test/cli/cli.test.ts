@@ -42,8 +42,10 @@ describeEngines('flightlog CLI, headless bootstrap end to end [%s]', (engine) =>
   it('bootstraps an agent, a key, a member and a token without a running server, then serves them', async () => {
     const migrated = await runCli(['migrate'], env);
     expect(migrated.code, migrated.stderr).toBe(0);
+    // a new embedded data directory starts from the template the build migrated
+    // (store/pglite-template.ts); PostgreSQL is migrated here
     expect(JSON.parse(migrated.stdout).applied).toEqual(
-      (await loadMigrations()).map((m) => m.name),
+      engine === 'pglite' ? [] : (await loadMigrations()).map((m) => m.name),
     );
 
     const created = await runCli(
