@@ -32,6 +32,10 @@ export const createAgent = (name: string) =>
 export const readAgent = (agentId: string, signal?: AbortSignal) =>
   getJson<MemberAgent>(agentUrl(agentId), signal);
 
+/** Renames the agent; an empty name clears it (the agent is then shown by its id). */
+export const renameAgent = (agentId: string, name: string) =>
+  sendJson<MemberAgent>('PATCH', agentUrl(agentId), { name: name === '' ? null : name });
+
 export const listKeys = (agentId: string, cursor: string | null, signal?: AbortSignal) =>
   getJson<{ keys: AgentKey[]; nextCursor: string | null }>(
     `${agentUrl(agentId)}/keys${pageQuery(cursor)}`,

@@ -60,6 +60,16 @@ export type AgentList = Static<typeof AgentListSchema>;
 /** An agent's display name, as the admin and owner APIs take it. */
 export const AgentNameSchema = Text(256);
 
+/**
+ * Body of renaming an agent (`PATCH /v1/agents/:id`, `PATCH /admin/v1/agents/:id`): the new
+ * name; `null`, `""` or a name of only white space clears it (the agent is then shown by its id).
+ */
+export const AgentRenameSchema = Type.Object(
+  { name: Nullable(AgentNameSchema) },
+  { additionalProperties: false },
+);
+export type AgentRename = Static<typeof AgentRenameSchema>;
+
 /** `201` of creating an agent (admin or owner API): its key and verify token, shown once. */
 export const CreatedAgentSchema = Type.Object({
   agentId: Type.String(),

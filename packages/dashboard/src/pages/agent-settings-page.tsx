@@ -10,9 +10,11 @@ import {
   putMember,
   readAgent,
   removeMember,
+  renameAgent,
   revokeKey,
   type AgentKey,
   type AgentMember,
+  type MemberAgent,
 } from '../owner-api.js';
 import { agentPath } from '../router.js';
 import { useAsync } from '../use-async.js';
@@ -21,7 +23,7 @@ const ROLES: readonly MemberRole[] = ['owner', 'editor', 'viewer'];
 
 const messageOf = (e: unknown) => (e instanceof Error ? e.message : String(e));
 
-/** An agent's keys and members: owners manage them; other roles are told who can. */
+/** An agent's name, keys and members: owners manage them; other roles are told who can. */
 export function AgentSettingsPage(props: { agentId: string }) {
   const agent = useAsync((signal) => readAgent(props.agentId, signal), [props.agentId]);
   return (
@@ -33,27 +35,115 @@ export function AgentSettingsPage(props: { agentId: string }) {
       </nav>
       {agent.state === 'loading' && <p class="muted">Loading…</p>}
       {agent.state === 'error' && <p class="error-text">{agent.message}</p>}
-      {agent.state === 'done' && (
+      {agent.state === 'done' && <Settings key={agent.value.id} agent={agent.value} />}
+    </main>
+  );
+}
+
+/** The settings of one loaded agent; a rename shows in its heading at once. */
+function Settings(props: { agent: MemberAgent }) {
+  const [agent, setAgent] = useState(props.agent);
+  const owner = agent.role === 'owner';
+  return (
+    <>
+      <h1>{agent.name ?? agent.id}: settings</h1>
+      <p class="muted">
+        Your role: <strong>{agent.role}</strong> ·{' '}
+        {agent.verifiedAt ? 'verified' : 'not verified yet'}
+      </p>
+      {owner ? (
         <>
-          <h1>{agent.value.name ?? agent.value.id}: settings</h1>
-          <p class="muted">
-            Your role: <strong>{agent.value.role}</strong> ·{' '}
-            {agent.value.verifiedAt ? 'verified' : 'not verified yet'}
-          </p>
-          {agent.value.role === 'owner' ? (
-            <>
-              <KeysSection agentId={props.agentId} />
-              <MembersSection agentId={props.agentId} />
-            </>
-          ) : (
-            <div class="banner" role="note">
-              Only owners manage this agent's keys and members. Ask an owner to change your role if
-              you need to.
-            </div>
-          )}
+          <NameSection agent={agent} onRenamed={setAgent} />
+          <KeysSection agentId={agent.id} />
+          <MembersSection agentId={agent.id} />
+        </>
+      ) : (
+        <>
+          <section class="settings-section" aria-label="Name">
+            <h2>Name</h2>
+            <p data-testid="agent-name">
+              {agent.name ?? <span class="muted">No name: the agent is shown by its id.</span>}
+            </p>
+          </section>
+          <div class="banner" role="note">
+            Only owners manage this agent's name, keys and members. Ask an owner to change your role
+            if you need to.
+          </div>
         </>
       )}
-    </main>
+    </>
+  );
+}
+
+/** The owner's rename form: what the server kept is shown, and said, once it answers. */
+function NameSection(props: { agent: MemberAgent; onRenamed: (agent: MemberAgent) => void }) {
+  const [name, setName] = useState(props.agent.name ?? '');
+  const [busy, setBusy] = useState(false);
+  const [saved, setSaved] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  return (
+    <section class="settings-section" aria-label="Name">
+      <h2>Name</h2>
+      <form
+        class="rename-form"
+        onSubmit={(event) => {
+          event.preventDefault();
+          setBusy(true);
+          setSaved('');
+          setError(null);
+          renameAgent(props.agent.id, name.trim()).then(
+            (agent) => {
+              setBusy(false);
+              setName(agent.name ?? '');
+              setSaved(
+                agent.name === null
+                  ? 'Name cleared: the agent is shown by its id.'
+                  : `Saved: the agent is now called “${agent.name}”.`,
+              );
+              props.onRenamed(agent);
+            },
+            (e: unknown) => {
+              setBusy(false);
+              setError(`Not saved: ${messageOf(e)}`);
+            },
+          );
+        }}
+      >
+        <label htmlFor="agent-name">
+          Agent name
+          <input
+            id="agent-name"
+            type="text"
+            name="name"
+            maxLength={256}
+            placeholder={props.agent.id}
+            aria-describedby="agent-name-hint"
+            value={name}
+            onInput={(event) => {
+              setName(event.currentTarget.value);
+              // "Saved" beside a field edited since would say something no longer true
+              setSaved('');
+              setError(null);
+            }}
+          />
+        </label>
+        <button type="submit" class="button primary" disabled={busy}>
+          {busy ? 'Saving…' : 'Save'}
+        </button>
+      </form>
+      <p id="agent-name-hint" class="muted small">
+        Shown in the list of agents to every member. Leave it empty to show the agent by its id.
+      </p>
+      {/* always present, so that screen readers announce what is put in it */}
+      <p class="ok-text" role="status" aria-live="polite">
+        {saved}
+      </p>
+      {error && (
+        <p class="error-text" role="alert">
+          {error}
+        </p>
+      )}
+    </section>
   );
 }
 

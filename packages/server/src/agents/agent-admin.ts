@@ -48,6 +48,19 @@ export async function createAgent(
     : { kind: 'exists' };
 }
 
+/**
+ * Renames an agent; undefined when it does not exist. `null`, an empty name and one of only
+ * white space all clear it: an agent without a name is shown by its id everywhere, while a blank
+ * one would be an empty link in every list of agents. Any other name is kept exactly as sent.
+ */
+export function renameAgent(
+  agents: AgentStore,
+  agentId: string,
+  name: string | null,
+): Promise<AgentRow | undefined> {
+  return agents.renameAgent(agentId, name === null || name.trim() === '' ? null : name);
+}
+
 /** Issues one more API key for an agent; undefined when the agent does not exist. */
 export async function createKey(
   agents: AgentStore,

@@ -10,6 +10,7 @@ import {
   createKey,
   listKeys,
   listMembers,
+  renameAgent,
   type CreatedAgent,
   type PageOutcome,
   type PageQuery,
@@ -63,6 +64,20 @@ export async function readMemberAgent(
   if (role === undefined) return undefined;
   const agent = await agents.getAgent(agentId);
   return agent && { ...agent, role };
+}
+
+/** Renames the agent (see {@link renameAgent}); the agent as its owner now sees it. */
+export async function renameOwnedAgent(
+  agents: AgentStore,
+  userId: string,
+  agentId: string,
+  name: string | null,
+): Promise<Refusal | { kind: 'renamed'; agent: AgentRow & { role: MemberRole } }> {
+  const refused = await refusal(agents, userId, agentId);
+  if (refused) return refused;
+  const agent = await renameAgent(agents, agentId, name);
+  // deleted between the role check and the update: as if it never was
+  return agent ? { kind: 'renamed', agent: { ...agent, role: 'owner' } } : { kind: 'not-found' };
 }
 
 export async function listOwnedKeys(

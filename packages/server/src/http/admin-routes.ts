@@ -1,5 +1,6 @@
 import {
   AgentNameSchema,
+  AgentRenameSchema,
   CreatedAgentSchema,
   IDENTIFIER_RULE,
   Identifier,
@@ -19,6 +20,7 @@ import {
   grantMember,
   listKeys,
   listMembers,
+  renameAgent,
   revokeKey,
   revokeMember,
   type PageOutcome,
@@ -150,6 +152,22 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
     },
     async (request) => {
       const agent = await getAgent(agents, request.params.id);
+      if (!agent) throw noAgent();
+      return agent;
+    },
+  );
+
+  app.patch(
+    '/admin/v1/agents/:id',
+    {
+      schema: {
+        summary: 'Rename an agent (null or a blank name clears it)',
+        params: AgentParams,
+        body: AgentRenameSchema,
+      },
+    },
+    async (request) => {
+      const agent = await renameAgent(agents, request.params.id, request.body.name);
       if (!agent) throw noAgent();
       return agent;
     },

@@ -1,5 +1,6 @@
 import {
   AgentNameSchema,
+  AgentRenameSchema,
   CreatedAgentSchema,
   IsoDateTime,
   ProblemSchema,
@@ -16,6 +17,7 @@ import {
   listOwnedMembers,
   mayCreateAgents,
   readMemberAgent,
+  renameOwnedAgent,
   revokeOwnedKey,
   type Refusal,
 } from '../agents/agent-owner.js';
@@ -55,7 +57,16 @@ const problems = {
   409: ProblemSchema,
 };
 
-const ONLY_OWNERS = 'Only owners of this agent manage its keys and members.';
+const ONLY_OWNERS = 'Only owners of this agent manage its name, keys and members.';
+
+/** An agent as a member sees it, with the caller's role. */
+const MemberAgentSchema = Type.Object({
+  id: Type.String(),
+  name: Type.Union([Type.String(), Type.Null()]),
+  createdAt: IsoDateTime,
+  verifiedAt: Type.Union([IsoDateTime, Type.Null()]),
+  role: StringEnum(MEMBER_ROLES),
+});
 
 /** The `403` or `404` a refusal stands for (the `404` says no more than the read API's). */
 function refused(refusal: Refusal): FlightlogError {
@@ -137,13 +148,7 @@ export const agentRoutes: FastifyPluginAsyncTypebox<AgentRoutesOptions> = async 
         summary: 'An agent as its member sees it: name, verification, the caller’s role',
         params: AgentParams,
         response: {
-          200: Type.Object({
-            id: Type.String(),
-            name: Type.Union([Type.String(), Type.Null()]),
-            createdAt: IsoDateTime,
-            verifiedAt: Type.Union([IsoDateTime, Type.Null()]),
-            role: StringEnum(MEMBER_ROLES),
-          }),
+          200: MemberAgentSchema,
           401: ProblemSchema,
           404: ProblemSchema,
         },
@@ -153,6 +158,28 @@ export const agentRoutes: FastifyPluginAsyncTypebox<AgentRoutesOptions> = async 
       const agent = await readMemberAgent(agents, userOf(request), request.params.id);
       if (!agent) throw refused({ kind: 'not-found' });
       return agent;
+    },
+  );
+
+  app.patch(
+    '/v1/agents/:id',
+    {
+      schema: {
+        summary: 'Rename an agent (owners; null or a blank name clears it)',
+        params: AgentParams,
+        body: AgentRenameSchema,
+        response: { 200: MemberAgentSchema, ...problems },
+      },
+    },
+    async (request) => {
+      const outcome = await renameOwnedAgent(
+        agents,
+        userOf(request),
+        request.params.id,
+        request.body.name,
+      );
+      if (isRefusal(outcome)) throw refused(outcome);
+      return outcome.agent;
     },
   );
 

@@ -37,6 +37,22 @@ export interface NewAgent {
 const iso = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
 const isoOrNull = (value: Date | string | null) => (value === null ? null : iso(value));
 
+const AGENT_COLUMNS = 'id, name, created_at AS "createdAt", verified_at AS "verifiedAt"';
+
+interface StoredAgent {
+  id: string;
+  name: string | null;
+  createdAt: Date | string;
+  verifiedAt: Date | string | null;
+}
+
+const agentRow = (agent: StoredAgent): AgentRow => ({
+  id: agent.id,
+  name: agent.name,
+  createdAt: iso(agent.createdAt),
+  verifiedAt: isoOrNull(agent.verifiedAt),
+});
+
 /** Agents, their API keys (hashes), verify tokens (hashes) and members. */
 export class AgentStore {
   constructor(private readonly sql: SqlClient) {}
@@ -202,23 +218,20 @@ export class AgentStore {
   }
 
   async getAgent(id: string): Promise<AgentRow | undefined> {
-    const [agent] = await this.sql.query<{
-      id: string;
-      name: string | null;
-      createdAt: Date;
-      verifiedAt: Date | null;
-    }>(
-      `SELECT id, name, created_at AS "createdAt", verified_at AS "verifiedAt"
-       FROM agents WHERE id = $1`,
+    const [agent] = await this.sql.query<StoredAgent>(
+      `SELECT ${AGENT_COLUMNS} FROM agents WHERE id = $1`,
       [id],
     );
-    if (!agent) return undefined;
-    return {
-      id: agent.id,
-      name: agent.name,
-      createdAt: iso(agent.createdAt),
-      verifiedAt: isoOrNull(agent.verifiedAt),
-    };
+    return agent && agentRow(agent);
+  }
+
+  /** Sets an agent's name (`null`: none); the agent as it is now, or undefined when there is none. */
+  async renameAgent(id: string, name: string | null): Promise<AgentRow | undefined> {
+    const [agent] = await this.sql.query<StoredAgent>(
+      `UPDATE agents SET name = $2 WHERE id = $1 RETURNING ${AGENT_COLUMNS}`,
+      [id, name],
+    );
+    return agent && agentRow(agent);
   }
 
   /**

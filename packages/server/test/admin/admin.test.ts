@@ -90,9 +90,16 @@ describeEngines('admin API [%s]', (engine) => {
             ...wrong,
             method: 'DELETE',
           }),
+          send(
+            server.url,
+            `/admin/v1/agents/${agent.agentId}`,
+            { name: 'renamed' },
+            { ...wrong, method: 'PATCH' },
+          ),
         ];
         for (const res of await Promise.all(calls)) expect(isProblem(res, 401)).toBe(true);
         expect(await server.store.agents.listMembers(agent.agentId, undefined, 10)).toEqual([]);
+        expect((await server.store.agents.getAgent(agent.agentId))?.name).toBeNull();
       });
     });
 
@@ -195,6 +202,40 @@ describeEngines('admin API [%s]', (engine) => {
           expect(stored).not.toContain(secret);
           expect(stored).not.toContain(secret.slice(4)); // without the flk_/flv_ prefix
         }
+      });
+    });
+
+    describe('PATCH /admin/v1/agents/:id', () => {
+      it('renames an agent (200 with the agent); null or a blank name clears it', async () => {
+        const id = `rename-${newId()}`;
+        await createAgent({ id, name: 'before' });
+        const res = await admin('PATCH', `/admin/v1/agents/${id}`, { name: 'after' });
+        expect(res.status, res.text).toBe(200);
+        expect(res.body).toEqual({
+          id,
+          name: 'after',
+          createdAt: expect.any(String),
+          verifiedAt: null,
+        });
+        expect((await admin('GET', `/admin/v1/agents/${id}`)).body.name).toBe('after');
+        for (const cleared of [null, '', ' ']) {
+          await admin('PATCH', `/admin/v1/agents/${id}`, { name: 'again' });
+          const res = await admin('PATCH', `/admin/v1/agents/${id}`, { name: cleared });
+          expect(res.body.name).toBeNull();
+          expect((await admin('GET', `/admin/v1/agents/${id}`)).body.name).toBeNull();
+        }
+      });
+
+      it('answers 400 naming /name for a name that is not one, and 404 for an unknown agent', async () => {
+        const agent = await createAgent({ name: 'kept' });
+        for (const body of [{ name: 'x'.repeat(257) }, { name: 'a\u0000' }, { name: 1 }, {}]) {
+          const res = await admin('PATCH', `/admin/v1/agents/${agent.agentId}`, body);
+          expect(isProblem(res, 400), res.text).toBe(true);
+          expect(res.body.errors.map((e: { pointer: string }) => e.pointer)).toContain('/name');
+        }
+        expect((await admin('GET', `/admin/v1/agents/${agent.agentId}`)).body.name).toBe('kept');
+        const missing = await admin('PATCH', `/admin/v1/agents/no-such-${newId()}`, { name: 'x' });
+        expect(isProblem(missing, 404)).toBe(true);
       });
     });
 

@@ -177,6 +177,65 @@ describeEngines('owner API: onboarding and managing an agent [%s]', (engine) => 
     );
   });
 
+  it('lets the owner rename the agent, everywhere it is shown; null or a blank name clears it', async () => {
+    const agent = await onboarded();
+    const a = `/v1/agents/${agent.agentId}`;
+    const renamed = await call(creator, 'PATCH', a, { name: 'Swap bot v2 \u{1F680}' });
+    expect(renamed.status, renamed.text).toBe(200);
+    expect(renamed.body).toEqual({
+      id: agent.agentId,
+      name: 'Swap bot v2 \u{1F680}',
+      createdAt: expect.any(String),
+      verifiedAt: null,
+      role: 'owner',
+    });
+    // every member sees the new name, on the agent and in their list of agents
+    expect((await call(agent.viewer, 'GET', a)).body.name).toBe('Swap bot v2 \u{1F680}');
+    const listed = await call(agent.editor, 'GET', '/v1/agents');
+    expect(
+      listed.body.agents.find((x: { agentId: string }) => x.agentId === agent.agentId).name,
+    ).toBe('Swap bot v2 \u{1F680}');
+    // the longest name the schema allows is kept as sent
+    const longest = 'n'.repeat(256);
+    expect((await call(creator, 'PATCH', a, { name: longest })).body.name).toBe(longest);
+
+    for (const cleared of [null, '', '   ']) {
+      expect((await call(creator, 'PATCH', a, { name: 'again' })).body.name).toBe('again');
+      const res = await call(creator, 'PATCH', a, { name: cleared });
+      expect(res.status, res.text).toBe(200);
+      expect(res.body.name).toBeNull();
+      expect((await call(agent.viewer, 'GET', a)).body.name).toBeNull();
+    }
+  });
+
+  it('refuses a rename that is not a name with 400 naming /name, and changes nothing', async () => {
+    const agent = await onboarded();
+    const a = `/v1/agents/${agent.agentId}`;
+    const bodies: [unknown, string][] = [
+      [{ name: 'x'.repeat(257) }, '/name'],
+      [{ name: 'a\u0000b' }, '/name'],
+      [{ name: 'lone \uD800 surrogate' }, '/name'],
+      [{ name: 7 }, '/name'],
+      [{}, '/name'],
+      [{ name: 'ok', colour: 'red' }, '/colour'],
+    ];
+    for (const [body, pointer] of bodies) {
+      const res = await call(creator, 'PATCH', a, body);
+      expect(isProblem(res, 400), `${JSON.stringify(body)}: ${res.text}`).toBe(true);
+      expect(res.body.errors.map((e: { pointer: string }) => e.pointer)).toContain(pointer);
+    }
+    const noBody = await send(server.url, a, undefined, {
+      method: 'PATCH',
+      token: await as(creator),
+    });
+    expect(isProblem(noBody, 400), noBody.text).toBe(true);
+    expect((await call(creator, 'GET', a)).body.name).toBe('Swap bot');
+    // no token: 401, whatever the body
+    const anonymous = await send(server.url, a, { name: 'anon' }, { method: 'PATCH' });
+    expect(isProblem(anonymous, 401)).toBe(true);
+    expect((await call(creator, 'GET', a)).body.name).toBe('Swap bot');
+  });
+
   it('refuses editors and viewers with 403 and users without a role with 404 on every management route', async () => {
     const agent = await onboarded();
     const [key] = (await call(creator, 'GET', `/v1/agents/${agent.agentId}/keys`)).body.keys as {
@@ -191,12 +250,15 @@ describeEngines('owner API: onboarding and managing an agent [%s]', (engine) => 
       ['PUT', `${a}/members/${agent.viewer}`, { role: 'owner' }],
       ['PUT', `${a}/members/newcomer`, { role: 'viewer' }],
       ['DELETE', `${a}/members/${creator}`],
+      ['PATCH', a, { name: 'Hijacked' }],
     ];
     for (const [method, path, body] of routes) {
       for (const user of [agent.editor, agent.viewer]) {
         const res = await call(user, method, path, body);
         expect(isProblem(res, 403), `${user} ${method} ${path}: ${res.text}`).toBe(true);
-        expect(res.body.detail).toBe('Only owners of this agent manage its keys and members.');
+        expect(res.body.detail).toBe(
+          'Only owners of this agent manage its name, keys and members.',
+        );
       }
       const stranger = await call(`nobody-${newId()}`, method, path, body);
       expect(isProblem(stranger, 404), `${method} ${path}`).toBe(true);
@@ -208,8 +270,9 @@ describeEngines('owner API: onboarding and managing an agent [%s]', (engine) => 
       );
       expect(unknown.body.detail).toBe(stranger.body.detail);
     }
-    // nothing changed: the key still works, the members are as they were
+    // nothing changed: the key still works, the members and the name are as they were
     expect((await postBatch(server.url, agent.apiKey, runBatch().body)).status).toBe(202);
+    expect((await call(creator, 'GET', a)).body.name).toBe('Swap bot');
     const members = await call(creator, 'GET', `${a}/members`);
     expect(members.body.members).toHaveLength(3);
     // a member of any role reads the agent itself; a stranger does not

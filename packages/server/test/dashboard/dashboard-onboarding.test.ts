@@ -200,7 +200,7 @@ describeWithBrowser('onboarding an agent in the dashboard', () => {
   it('shows editors and viewers that only owners manage keys and members, and the API refuses them', async () => {
     for (const user of ['ed@example.com', 'vi@example.com']) {
       const page = await signedIn(user, `/agents/${agentId}/settings`);
-      await page.getByText("Only owners manage this agent's keys and members.").waitFor();
+      await page.getByText("Only owners manage this agent's name, keys and members.").waitFor();
       expect(await page.getByRole('button', { name: 'New key' }).count()).toBe(0);
       expect(await page.getByRole('button', { name: 'Grant' }).count()).toBe(0);
       if (user.startsWith('vi')) await shot(page, '6-settings-viewer');
