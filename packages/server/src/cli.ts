@@ -130,7 +130,7 @@ async function withStore<T>(
 }
 
 async function serve(configured: Config): Promise<void> {
-  const { config, localSecret } = serveIdentity(configured);
+  const { config, localSecret, adminApi } = serveIdentity(configured);
   const terminal = process.stdout.isTTY === true;
   const pretty = (config.logFormat ?? (terminal ? 'pretty' : 'json')) === 'pretty';
   const server = await startServer(
@@ -166,6 +166,7 @@ async function serve(configured: Config): Promise<void> {
         listening: { host: config.host, port },
         signInLink: signIn || undefined,
         localSecret,
+        adminApi,
       }),
     );
   }
