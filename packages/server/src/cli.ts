@@ -2,31 +2,32 @@
 import { parseArgs } from 'node:util';
 import { IDENTIFIER_RULE } from '@flightlog/protocol';
 import {
-  createAgent,
-  createKey,
-  deleteAgent,
-  grantMember,
-  revokeKey,
-  revokeMember,
-} from './agents/agent-admin.js';
-import {
   DASHBOARD_LINK_TTL_SECONDS,
   dashboardBaseUrl,
   dashboardLink,
 } from './auth/dashboard-link.js';
 import { mintDevToken } from './auth/dev-token.js';
+import { AdminApiClient } from './cli/admin-api-client.js';
+import type { Administration } from './cli/administration.js';
+import {
+  RunningServerError,
+  adminCredential,
+  describeServer,
+  findRunningServer,
+  writeServerFile,
+  type ServerFile,
+} from './cli/running-server.js';
+import { storeAdministration } from './cli/store-administration.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { runDemo } from './demo.js';
 import { LOCAL_OPERATOR, readLocalSecret } from './first-run/local-secret.js';
 import { serveIdentity } from './first-run/serve-identity.js';
 import { startUpBanner } from './first-run/start-up-banner.js';
 import { prettyLogDestination } from './observability/pretty-log.js';
-import type { LiveBus } from './live/live-bus.js';
-import { createRedisBus } from './live/redis-bus.js';
-import { announceRevocation, type AccessRevocation } from './live/stream-access-guard.js';
 import { startServer } from './server.js';
 import { WorkerNeedsDatabaseError, startWorker } from './worker.js';
 import { MEMBER_ROLES, type MemberRole } from './store/agent-store.js';
+import { DataDirInUseError } from './store/data-dir-lock.js';
 import { migrate } from './store/migrate.js';
 import { openStore, type Store } from './store/open-store.js';
 
@@ -52,8 +53,9 @@ Commands:
                                               runs and tail them live; --once exits afterwards
 
 Configuration comes from the environment (see the README): DATABASE_URL or DATA_DIR, PORT, ...
-Commands that touch the store open it directly; with the embedded engine, stop the server first
-or use the admin API instead.`;
+Commands that touch the store open it directly. While a server runs on the same DATA_DIR
+(embedded engine), the agent, key and member commands go through its admin API (ADMIN_TOKEN, or
+without identity configuration the token derived from the local secret).`;
 
 class UsageError extends Error {}
 
@@ -78,59 +80,64 @@ function warn(message: string): void {
   process.stderr.write(`warning: ${message}\n`);
 }
 
-/**
- * The shared live bus (Redis, when REDIS_URL is set) for the length of `work`, so that a command
- * changing access or deleting an agent reaches running servers at once; undefined without it.
- */
-async function withLiveBus<T>(
-  config: Config,
-  work: (bus: LiveBus | undefined) => Promise<T>,
-): Promise<T> {
-  if (!config.redisUrl) return work(undefined);
-  const bus = createRedisBus({
-    url: config.redisUrl,
-    keyPrefix: config.liveRedisPrefix,
-    totalMaxBytes: config.liveBufferMaxBytes,
-    agentMaxBytes: config.liveAgentBufferMaxBytes,
-  });
-  try {
-    if (!(await bus.ready(2_000)))
-      warn('Redis is unreachable: running servers see this change at their next check (5 s)');
-    return await work(bus);
-  } finally {
-    await bus.close();
-  }
-}
-
-/** Announces removed access to running servers; a failure only makes them wait for their check. */
-async function announce(bus: LiveBus, revocation: AccessRevocation): Promise<void> {
-  await announceRevocation(bus, revocation).catch((error: unknown) =>
-    warn(`running servers see this change at their next check: ${(error as Error).message}`),
-  );
-}
-
-async function withStore<T>(
-  config: Config,
-  work: (store: Store) => Promise<T>,
-  options: { migrate: boolean } = { migrate: true },
-): Promise<T> {
-  const store = await openStore({
+/** The store's options for a command: a small pool; migrations as the command says. */
+function openCommandStore(config: Config, migrate: boolean): Promise<Store> {
+  return openStore({
     ...(config.databaseUrl
       ? { databaseUrl: config.databaseUrl }
       : { dataDir: config.dataDir, dataDirDurability: config.dataDirDurability }),
     ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
     poolSize: 2,
-    migrate: options.migrate,
+    migrate,
   });
+}
+
+/**
+ * Runs `direct` on the store, or, when a server holds `DATA_DIR` (the embedded engine is
+ * single-process), `viaServer` with what that server wrote about itself.
+ */
+async function withStoreOrServer<T>(
+  config: Config,
+  work: {
+    direct: (store: Store) => Promise<T>;
+    viaServer: (server: ServerFile) => Promise<T>;
+    migrate?: boolean;
+  },
+): Promise<T> {
+  let store: Store;
   try {
-    return await work(store);
+    store = await openCommandStore(config, work.migrate ?? true);
+  } catch (error) {
+    if (!(error instanceof DataDirInUseError)) throw error;
+    return work.viaServer(await findRunningServer(error));
+  }
+  try {
+    return await work.direct(store);
   } finally {
     await store.close();
   }
 }
 
+/** Agent, key and member administration on the store, or through the running server. */
+function withAdministration<T>(
+  config: Config,
+  work: (admin: Administration) => Promise<T>,
+): Promise<T> {
+  return withStoreOrServer(config, {
+    direct: (store) => work(storeAdministration(store, config, warn)),
+    viaServer: (server) =>
+      work(
+        new AdminApiClient(
+          server.url,
+          adminCredential(config.dataDir, server, config),
+          describeServer(config.dataDir, server),
+        ),
+      ),
+  });
+}
+
 async function serve(configured: Config): Promise<void> {
-  const { config, localSecret } = serveIdentity(configured);
+  const { config, localSecret, adminApi } = serveIdentity(configured);
   const terminal = process.stdout.isTTY === true;
   const pretty = (config.logFormat ?? (terminal ? 'pretty' : 'json')) === 'pretty';
   const server = await startServer(
@@ -139,6 +146,19 @@ async function serve(configured: Config): Promise<void> {
   );
   const store = server.store.engine;
   const log = server.app.log;
+  // Where CLI commands find this server while it holds DATA_DIR; gone before the lock is. Only
+  // a convenience: without it those commands say to stop the server, as they did before.
+  let removeServerFile = () => {};
+  if (store === 'pglite')
+    try {
+      removeServerFile = writeServerFile(config.dataDir, {
+        url: server.url,
+        pid: process.pid,
+        adminApi,
+      });
+    } catch (error) {
+      log.warn({ err: error }, 'CLI commands cannot reach this server: its file was not written');
+    }
   // an operator should see at a glance whether a 202 survives a power cut
   const durability = store === 'pglite' ? { durability: config.dataDirDurability } : {};
   log.info({ url: server.url, store, ...durability }, 'flightlog listening');
@@ -166,11 +186,13 @@ async function serve(configured: Config): Promise<void> {
         listening: { host: config.host, port },
         signInLink: signIn || undefined,
         localSecret,
+        adminApi,
       }),
     );
   }
   const stop = (signal: string) => {
     log.info({ signal }, 'shutting down');
+    removeServerFile();
     server.close().then(
       () => process.exit(0),
       () => process.exit(1),
@@ -238,69 +260,68 @@ async function main(argv: string[]): Promise<void> {
         dataDirGiven: process.env.DATA_DIR !== undefined,
       });
     case 'migrate':
-      return withStore(config, async (store) => print({ applied: await migrate(store.sql) }), {
+      return withStoreOrServer(config, {
+        direct: async (store) => print({ applied: await migrate(store.sql) }),
+        // a server migrates when it starts, under the same lock: nothing is left to apply
+        viaServer: async (server) => {
+          process.stderr.write(
+            `${describeServer(config.dataDir, server)} applied the migrations when it started; ` +
+              'a newer version applies its own when it is restarted\n',
+          );
+          print({ applied: [] });
+        },
         migrate: false,
       });
     case 'agent create':
-      return withStore(config, async (store) => {
-        const outcome = await createAgent(store.agents, { id: values.id, name: values.name });
+      return withAdministration(config, async (admin) => {
+        const outcome = await admin.createAgent({ id: values.id, name: values.name });
         if (outcome.kind === 'invalid-id')
           throw new UsageError(`--id ${JSON.stringify(values.id)}: an id is ${IDENTIFIER_RULE}`);
         if (outcome.kind === 'exists') throw new UsageError(`agent ${values.id} exists already`);
         print(outcome.agent);
       });
-    case 'agent delete':
-      return withStore(config, async (store) => {
-        const agentId = required(positionals[2], 'ID');
-        // Running servers sharing a Redis bus end the agent's live streams at once (and its
-        // buffer there goes now); otherwise at their next access check, and they refuse its keys
-        // once their key cache expires (within 5 s either way). An in-process bus of a running
-        // server keeps the buffer until it restarts.
-        await withLiveBus(config, async (bus) => {
-          const deleted = await deleteAgent(store.agents, agentId, {
-            ...(bus ? { bus } : {}),
-            onBusError: (error) => warn(`live buffer kept: ${(error as Error).message}`),
-          });
-          if (!deleted) throw new UsageError(`no agent ${agentId}`);
-          if (bus) await announce(bus, { agentId });
-        });
+    case 'agent delete': {
+      const agentId = required(positionals[2], 'ID');
+      return withAdministration(config, async (admin) => {
+        if (!(await admin.deleteAgent(agentId))) throw new UsageError(`no agent ${agentId}`);
         print({ agentId, deleted: true });
       });
-    case 'key create':
-      return withStore(config, async (store) => {
-        const key = await createKey(store.agents, required(values.agent, '--agent'));
-        if (!key) throw new UsageError(`no agent ${values.agent}`);
+    }
+    case 'key create': {
+      const agentId = required(values.agent, '--agent');
+      return withAdministration(config, async (admin) => {
+        const key = await admin.createKey(agentId);
+        if (!key) throw new UsageError(`no agent ${agentId}`);
         print(key);
       });
-    case 'key revoke':
-      return withStore(config, async (store) => {
-        const keyId = required(positionals[2], 'KEY_ID');
-        if (!(await revokeKey(store.agents, keyId))) throw new UsageError(`no key ${keyId}`);
+    }
+    case 'key revoke': {
+      const keyId = required(positionals[2], 'KEY_ID');
+      return withAdministration(config, async (admin) => {
+        if (!(await admin.revokeKey(keyId))) throw new UsageError(`no key ${keyId}`);
         print({ keyId, revoked: true });
       });
-    case 'member grant':
-      return withStore(config, async (store) => {
-        const role = required(values.role, '--role') as MemberRole;
-        if (!MEMBER_ROLES.includes(role))
-          throw new UsageError('--role must be owner, editor or viewer');
-        const agentId = required(values.agent, '--agent');
-        const userId = required(values.user, '--user');
-        if (!(await grantMember(store.agents, agentId, userId, role)))
+    }
+    case 'member grant': {
+      const role = required(values.role, '--role') as MemberRole;
+      if (!MEMBER_ROLES.includes(role))
+        throw new UsageError('--role must be owner, editor or viewer');
+      const agentId = required(values.agent, '--agent');
+      const userId = required(values.user, '--user');
+      return withAdministration(config, async (admin) => {
+        if (!(await admin.grantMember(agentId, userId, role)))
           throw new UsageError(`no agent ${agentId}`);
         print({ agentId, userId, role });
       });
-    case 'member revoke':
-      return withStore(config, async (store) => {
-        const agentId = required(values.agent, '--agent');
-        const userId = required(values.user, '--user');
-        const removed = await revokeMember(store.agents, agentId, userId);
-        // servers sharing a Redis bus end the member's streams at once, the others within 5 s
-        if (removed)
-          await withLiveBus(config, async (bus) => {
-            if (bus) await announce(bus, { agentId, userId });
-          });
+    }
+    case 'member revoke': {
+      const agentId = required(values.agent, '--agent');
+      const userId = required(values.user, '--user');
+      return withAdministration(config, async (admin) => {
+        const removed = await admin.revokeMember(agentId, userId);
         print({ agentId, userId, removed });
       });
+    }
     case 'dev-token': {
       const secret = tokenSecret(config, 'dev-token');
       const ttl = ttlSeconds(values.ttl, 3600);
@@ -323,7 +344,8 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   if (
     error instanceof UsageError ||
     error instanceof ConfigError ||
-    error instanceof WorkerNeedsDatabaseError
+    error instanceof WorkerNeedsDatabaseError ||
+    error instanceof RunningServerError
   ) {
     process.stderr.write(
       `flightlog: ${error.message}\n\n${error instanceof UsageError ? USAGE : ''}\n`,

@@ -1,3 +1,4 @@
+import { isIPv6 } from 'node:net';
 import type { AnalysisWorker } from './analysis/analysis-worker.js';
 import { workerFromConfig } from './analysis/worker-from-config.js';
 import { buildApp, type AppDependencies, type FlightlogApp } from './app.js';
@@ -76,6 +77,8 @@ export async function startServer(
   const address = built.app.server.address();
   const port = typeof address === 'object' && address ? address.port : config.port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  // an IPv6 address is bracketed in a URL (`HOST=::1`)
+  const urlHost = isIPv6(host) ? `[${host}]` : host;
 
   let closing: Promise<void> | undefined;
   const close = () => {
@@ -100,5 +103,5 @@ export async function startServer(
     })();
     return closing;
   };
-  return { ...built, store, url: `http://${host}:${port}`, worker, close };
+  return { ...built, store, url: `http://${urlHost}:${port}`, worker, close };
 }

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import type { Config } from '../config.js';
 import { LOCAL_OPERATOR, type LocalSecret } from './local-secret.js';
+import type { AdminApiAccess } from './serve-identity.js';
 
 export interface StartUpFacts {
   config: Config;
@@ -11,7 +12,15 @@ export interface StartUpFacts {
   /** The local operator's sign-in link, in the zero-configuration mode. */
   signInLink: string | undefined;
   localSecret: LocalSecret | undefined;
+  adminApi: AdminApiAccess;
 }
+
+const ADMIN_API: Record<AdminApiAccess, string> = {
+  'admin-token': 'on (ADMIN_TOKEN)',
+  'local-secret':
+    'on, token derived from the local secret (the CLI uses it; ADMIN_TOKEN replaces it)',
+  off: 'off (ADMIN_TOKEN turns it on)',
+};
 
 /** Where the data lives, without credentials: a database URL's password never shows. */
 export function describeStore(config: Config): string {
@@ -58,7 +67,7 @@ export function startUpBanner(facts: StartUpFacts): string {
       'Secret',
       `${localSecret.created ? 'made' : 'kept'} in ${localSecret.path} (JWT_SECRET replaces it)`,
     ]);
-  if (config.adminToken === undefined) rows.push(['Admin API', 'off (ADMIN_TOKEN turns it on)']);
+  rows.push(['Admin API', ADMIN_API[facts.adminApi]]);
   const width = Math.max(...rows.map(([label]) => label.length));
   const body = rows.map(([label, value]) => `  ${label.padEnd(width)}  ${value}`).join('\n');
   return `\nFlightlog is running.\n\n${body}\n\n`;

@@ -169,12 +169,15 @@ describeEngines('flightlog CLI, headless bootstrap end to end [%s]', (engine) =>
     expect(query.stderr).toContain('PUBLIC_URL must not have a query or a fragment');
   });
 
-  // PGlite only: PostgreSQL has no data directory for one process to hold
+  // PGlite only: PostgreSQL has no data directory for one process to hold. With an admin API
+  // the command goes through it (cli-while-serving.test.ts); this server has none.
   if (engine === 'pglite')
-    it('refuses to open a DATA_DIR that a running server holds', async () => {
+    it('says what to do when a server without an admin API holds DATA_DIR', async () => {
       const busy = await runCli(['agent', 'create'], env);
-      expect(busy.code).toBe(1);
-      expect(busy.stderr).toMatch(/DATA_DIR .* is in use by process \d+/);
+      expect(busy.code).toBe(2);
+      expect(busy.stderr).toMatch(
+        /DATA_DIR .* is in use by the server running on it \(process \d+\), which has no admin API: stop the server, or restart it with ADMIN_TOKEN set/,
+      );
     });
 
   it('shuts down gracefully on SIGTERM: finishes the request in flight, then exits 0', async () => {

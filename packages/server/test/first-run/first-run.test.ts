@@ -91,7 +91,7 @@ describeEngines('first run without configuration [%s]', (engine) => {
     // the secret never shows, in the banner or the logs; its file does
     expect(serve.output()).not.toContain(secret);
     expect(serve.output()).toContain(secretFile);
-    expect(serve.output()).toContain('Admin API  off');
+    expect(serve.output()).toContain('Admin API  on, token derived from the local secret');
 
     const first = signIn(serve.output());
     expect(first.link.startsWith(`http://localhost:${port}/#token=`)).toBe(true);
@@ -99,11 +99,11 @@ describeEngines('first run without configuration [%s]', (engine) => {
     const agents = await send(serve.url, '/v1/agents', undefined, { token: first.token });
     expect(agents.status, agents.text).toBe(200);
     expect(agents.body.agents).toEqual([]);
-    // the admin API stays off without ADMIN_TOKEN
-    const admin = await send(serve.url, '/admin/v1/agents', undefined, {
+    // the admin API takes the token derived from the secret, not a sign-in token
+    const admin = await send(serve.url, '/admin/v1/agents/any', undefined, {
       token: first.token,
     });
-    expect(admin.status).not.toBe(200);
+    expect(admin.status).toBe(401);
 
     // the CLI's token commands sign with the same secret once the server made it
     const link = await runCli(['dashboard-link', '--user', 'local-operator'], {
@@ -199,7 +199,8 @@ describe('first run, the settings around it', () => {
       const timer = setTimeout(() => reject(new Error(`no banner: ${output}`)), 60_000);
       child.stdout.on('data', (d: Buffer) => {
         output += d.toString();
-        if (/Admin API/.test(output)) {
+        // the log lines go out asynchronously (pino), the banner at once: wait for both
+        if (/Admin API/.test(output) && /flightlog listening/.test(output)) {
           clearTimeout(timer);
           child.kill('SIGTERM');
         }

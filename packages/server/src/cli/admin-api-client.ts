@@ -1,0 +1,146 @@
+import type { CreateAgentOutcome, CreatedAgent } from '../agents/agent-admin.js';
+import type { MemberRole } from '../store/agent-store.js';
+import type { Administration } from './administration.js';
+import { RunningServerError } from './running-server.js';
+
+/** Longest wait for one answer: an admin request is one or two statements. */
+const REQUEST_TIMEOUT_MS = 30_000;
+
+/** What the CLI reads of a problem+json answer. */
+interface Problem {
+  detail?: unknown;
+  errors?: { pointer?: unknown; detail?: unknown }[];
+}
+
+/** The server answered something the command has no outcome for (exit 1 with its detail). */
+export class AdminApiError extends Error {
+  override name = 'AdminApiError';
+}
+
+/** The admin token to send, and what it is, for the message when it is refused. */
+export interface AdminCredential {
+  token: string;
+  source: 'admin-token' | 'local-secret';
+}
+
+interface Answer {
+  status: number;
+  body: unknown;
+  text: string;
+}
+
+/**
+ * Administration through the admin API of the server running on `DATA_DIR` (node's fetch).
+ * Each answer maps to the outcome the store would have given, so that the command prints the
+ * same; a refused token says what to do, anything else unexpected shows the server's detail.
+ */
+export class AdminApiClient implements Administration {
+  constructor(
+    private readonly url: string,
+    private readonly credential: AdminCredential,
+    /** `the server running on DATA_DIR … (process N)`, for messages. */
+    private readonly server: string,
+  ) {}
+
+  private async request(method: string, path: string, body?: unknown): Promise<Answer> {
+    let response: Response;
+    try {
+      response = await fetch(this.url + path, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.credential.token}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+        redirect: 'error',
+      });
+    } catch (error) {
+      throw new AdminApiError(
+        `${this.server} did not answer at ${this.url}: ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
+    const text = await response.text();
+    let parsed: unknown;
+    try {
+      parsed = text ? JSON.parse(text) : undefined;
+    } catch {
+      parsed = undefined;
+    }
+    return { status: response.status, body: parsed, text };
+  }
+
+  /** The error for an answer the command has no outcome for. */
+  private unexpected(answer: Answer): Error {
+    if (answer.status === 401)
+      return new RunningServerError(
+        this.credential.source === 'admin-token'
+          ? `${this.server} refused ADMIN_TOKEN: set it to the server's, or stop the server`
+          : `${this.server} refused the token derived from its local secret (the file changed ` +
+              'since it started): restart the server',
+      );
+    const problem = (answer.body ?? {}) as Problem;
+    const detail = typeof problem.detail === 'string' ? problem.detail : answer.text.slice(0, 200);
+    const fields = (Array.isArray(problem.errors) ? problem.errors : [])
+      .map((error) => `${String(error.pointer)} ${String(error.detail)}`)
+      .join('; ');
+    return new AdminApiError(
+      `${this.server} answered ${answer.status}: ${detail}${fields ? ` (${fields})` : ''}`,
+    );
+  }
+
+  async createAgent(request: {
+    id?: string | undefined;
+    name?: string | undefined;
+  }): Promise<CreateAgentOutcome> {
+    const answer = await this.request('POST', '/admin/v1/agents', {
+      ...(request.id === undefined ? {} : { id: request.id }),
+      ...(request.name === undefined ? {} : { name: request.name }),
+    });
+    if (answer.status === 201) return { kind: 'created', agent: answer.body as CreatedAgent };
+    if (answer.status === 409) return { kind: 'exists' };
+    const problem = answer.body as Problem | undefined;
+    if (answer.status === 400 && problem?.errors?.some((error) => error.pointer === '/id'))
+      return { kind: 'invalid-id' };
+    throw this.unexpected(answer);
+  }
+
+  /** Whether the answer is `done`, false for a 404 (no such agent, key or member). */
+  private async found(done: number, method: string, path: string, body?: unknown) {
+    const answer = await this.request(method, path, body);
+    if (answer.status === done) return answer;
+    if (answer.status === 404) return undefined;
+    throw this.unexpected(answer);
+  }
+
+  async deleteAgent(agentId: string): Promise<boolean> {
+    return (await this.found(204, 'DELETE', `/admin/v1/agents/${segment(agentId)}`)) !== undefined;
+  }
+
+  async createKey(agentId: string): Promise<{ keyId: string; apiKey: string } | undefined> {
+    const answer = await this.found(201, 'POST', `/admin/v1/agents/${segment(agentId)}/keys`);
+    return answer?.body as { keyId: string; apiKey: string } | undefined;
+  }
+
+  async revokeKey(keyId: string): Promise<boolean> {
+    return (await this.found(204, 'DELETE', `/admin/v1/keys/${segment(keyId)}`)) !== undefined;
+  }
+
+  async grantMember(agentId: string, userId: string, role: MemberRole): Promise<boolean> {
+    return (await this.found(200, 'PUT', memberPath(agentId, userId), { role })) !== undefined;
+  }
+
+  async revokeMember(agentId: string, userId: string): Promise<boolean> {
+    return (await this.found(204, 'DELETE', memberPath(agentId, userId))) !== undefined;
+  }
+}
+
+/** One path segment: an id with `/`, `?` or spaces stays one (the server decodes it). */
+function segment(value: string): string {
+  return encodeURIComponent(value);
+}
+
+function memberPath(agentId: string, userId: string): string {
+  return `/admin/v1/agents/${segment(agentId)}/members/${segment(userId)}`;
+}
