@@ -95,6 +95,15 @@ describeEngines('owner API: onboarding and managing an agent [%s]', (engine) => 
     expect((await call(creator, 'POST', '/v1/agents', { id: 'mine' })).status).toBe(400);
   });
 
+  it('creates an agent with a blank name as one without a name, shown by its id', async () => {
+    for (const blank of ['', '   ']) {
+      const created = await call(creator, 'POST', '/v1/agents', { name: blank });
+      expect(created.status, created.text).toBe(201);
+      const read = await call(creator, 'GET', `/v1/agents/${created.body.agentId}`);
+      expect(read.body.name).toBeNull();
+    }
+  });
+
   it('lets the owner issue a key (shown once) and revoke it: the revoked key is refused with 401', async () => {
     const agent = await onboarded();
     const issued = await call(creator, 'POST', `/v1/agents/${agent.agentId}/keys`);
