@@ -5,7 +5,7 @@ import {
   IDENTIFIER_RULE,
   Identifier,
   ProblemSchema,
-  STORABLE_TEXT,
+  MemberUserIdSchema,
   StringEnum,
 } from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
@@ -51,7 +51,7 @@ export interface AdminRoutesOptions {
 const AgentParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
 const MemberParams = Type.Object({
   id: Type.String({ maxLength: 1024 }),
-  userId: Type.String({ minLength: 1, maxLength: 256, pattern: STORABLE_TEXT }),
+  userId: MemberUserIdSchema,
 });
 const problems = {
   400: ProblemSchema,
