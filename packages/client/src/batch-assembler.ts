@@ -92,6 +92,18 @@ function wireEvent(
   return { event: { id: event.id, head, payload: sealPayload(plain.json, sealing) } };
 }
 
+/** The snapshot's JSON, or why it cannot be sent (then its item is left out). */
+function traceJson(item: DrainedItem): { json: string } | { problem: string } {
+  try {
+    const problem = traceProblem(item.trace);
+    if (problem !== null)
+      return { problem: `trace snapshot does not match the schema: ${problem}` };
+    return { json: JSON.stringify(item.trace) };
+  } catch (error) {
+    return { problem: `trace snapshot cannot be written: ${(error as Error).message}` };
+  }
+}
+
 /**
  * Turns drained items into wire JSON: ISO dates, payloads serialised from the copies taken when
  * they were recorded (and encrypted or withheld per `sealing`), each event and snapshot checked
@@ -107,16 +119,21 @@ export async function assembleItems(
   const out: WireItem[] = [];
   let sliceStart = performance.now();
   for (const item of items) {
-    const problem = traceProblem(item.trace);
-    if (problem !== null) {
-      report.dropped(item.events.length, `trace snapshot does not match the schema: ${problem}`, {
-        traceId: item.trace.id,
-      });
+    const trace = traceJson(item);
+    if ('problem' in trace) {
+      report.dropped(item.events.length, trace.problem, { traceId: item.trace.id });
       continue;
     }
     const events: WireEvent[] = [];
     for (const event of item.events) {
-      const made = wireEvent(event, sealing);
+      // Each event is guarded on its own: whatever goes wrong with one (a bug of ours, a time
+      // `toISOString` cannot write) costs that event only, never its batch.
+      let made: { event: WireEvent } | { problem: string };
+      try {
+        made = wireEvent(event, sealing);
+      } catch (error) {
+        made = { problem: `event cannot be written: ${(error as Error).message}` };
+      }
       if ('event' in made) events.push(made.event);
       else
         report.dropped(1, made.problem, {
@@ -129,7 +146,7 @@ export async function assembleItems(
         sliceStart = performance.now();
       }
     }
-    out.push({ traceId: item.trace.id, trace: JSON.stringify(item.trace), events });
+    out.push({ traceId: item.trace.id, trace: trace.json, events });
   }
   return out;
 }
