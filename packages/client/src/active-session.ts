@@ -225,6 +225,12 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     let span: TimedSpan;
     let sequence: number;
     let parentEventId: unknown = null;
+    if (typeof run !== 'function') {
+      // Nothing to run, nothing to time: the call is refused like a malformed event, and the
+      // host gets undefined (what calling nothing gives) instead of our TypeError.
+      this.refuse(type, 'timed: run must be a function; nothing was run');
+      return undefined as R;
+    }
     try {
       span = { eventId: this.host.ids.next(), traceId: this.traceId };
       sequence = this.sequence++;
@@ -251,6 +257,10 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
               ? { ok: true, value: valueOrError as R, durationMs: timing.durationMs }
               : { ok: false, error: valueOrError, durationMs: timing.durationMs }
           ) as TimedOutcome<R>;
+          if (typeof describe !== 'function') {
+            this.refuse(type, 'timed: describe must be a function; no event is recorded');
+            return;
+          }
           let payload: PayloadByType[K];
           try {
             payload = describe(outcome);
@@ -497,10 +507,13 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
 
   private refuse(type: EventType, reason: string): false {
     this.host.counters.invalidEvents += 1;
+    // String(): an untyped caller's `type` may be anything, a Symbol included (which a template
+    // literal would throw on).
+    const label = String(type).slice(0, 40);
     this.host.warnings.throttled(
-      `invalid:${type}:${reason.slice(0, 60)}`,
+      `invalid:${label}:${reason.slice(0, 60)}`,
       WARN_INTERVAL_MS,
-      `${type} event dropped: ${reason}`,
+      `${label} event dropped: ${reason}`,
       { traceId: this.traceId },
     );
     return false;

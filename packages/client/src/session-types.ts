@@ -110,7 +110,9 @@ export interface FlightlogSession {
    * touched — its `then` is never called, so a lazy query does not run early — and the step ends
    * when `run` returns. The event's id is reserved when `run` starts (`span.eventId`), so events
    * recorded inside can name it as their `parentEventId`, and its sequence number places it
-   * before them.
+   * before them. Bad arguments never throw: a `run` that is not a function is refused with a
+   * warning (counted in `invalidEvents`) and `undefined` comes back; a `describe` that is not a
+   * function, or throws, costs the event only.
    */
   timed<K extends EventType, R>(
     type: K,
