@@ -430,6 +430,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
           errorMessage: null,
           parentEventId: null,
           payload: body,
+          payloadBytes: plainBytes,
           bytes: eventBytes,
         };
       } else {
@@ -447,6 +448,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
           errorMessage: resolved.errorMessage,
           parentEventId: resolved.parentEventId,
           payload: body,
+          payloadBytes: plainBytes,
           bytes: eventBytes + (resolved.errorMessage?.length ?? 0),
         };
       }

@@ -145,6 +145,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
       retry: settings.retry,
       maxBacklogBytes: settings.maxBacklogBytes,
       sealing: this.sealing,
+      maxEventBytes: settings.maxEventBytes,
       verify:
         settings.verifyToken === undefined
           ? undefined

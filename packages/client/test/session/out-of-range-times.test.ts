@@ -2,6 +2,7 @@ import { describe, expect, it, vi } from 'vitest';
 import { FlightlogClient, type EventFields } from '../../src/index.js';
 import { assembleItems } from '../../src/batch-assembler.js';
 import type { RecordedEvent } from '../../src/recorded-event.js';
+import { WarningChannel } from '../../src/logger.js';
 import { RecordingLogger } from '../harness/recording-logger.js';
 import { ScriptedTransport } from '../harness/scripted-transport.js';
 
@@ -99,6 +100,7 @@ describe('a time the service cannot store costs its own event only', () => {
       errorMessage: null,
       parentEventId: null,
       payload: { name: id },
+      payloadBytes: 20,
       bytes: 100,
     });
     const trace = {
@@ -150,6 +152,7 @@ describe('a time the service cannot store costs its own event only', () => {
       ],
       { kind: 'plain' },
       { dropped: (count, reason) => dropped.push({ count, reason }) },
+      { maxEventBytes: 1024 * 1024, warnings: new WarningChannel(new RecordingLogger()) },
     );
     expect(wire.map((i) => i.traceId)).toEqual([
       '01J00000000000000000000000',
