@@ -41,10 +41,13 @@ export class SliceClock {
 
 /** The end of a step of at most STEP_CHARS from `from`, never between the halves of a pair. */
 function stepEnd(text: string, from: number): number {
-  let end = Math.min(from + STEP_CHARS, text.length);
+  const end = Math.min(from + STEP_CHARS, text.length);
+  if (end === text.length) return end;
+  // Only a real pair is kept together: a lone high surrogate before the end may be followed by
+  // the high half of the next pair, which must not be pulled into this step.
   const last = text.charCodeAt(end - 1);
-  if (end < text.length && last >= 0xd800 && last <= 0xdbff) end += 1;
-  return end;
+  const next = text.charCodeAt(end);
+  return last >= 0xd800 && last <= 0xdbff && next >= 0xdc00 && next <= 0xdfff ? end + 1 : end;
 }
 
 /** A payload's JSON and its UTF-8 size, or the size it was found to pass (then it stopped). */

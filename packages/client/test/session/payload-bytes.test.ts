@@ -53,6 +53,21 @@ describe('payload sizes are the UTF-8 bytes of their JSON as sent, and big ones 
     );
   });
 
+  it('never splits a surrogate pair between steps, nor joins a lone surrogate to the next pair', async () => {
+    // a lone high surrogate before a pair: a step may end right after the lone one
+    for (const text of [
+      '\ud800🚀'.repeat(20_000),
+      `x${'🚀'.repeat(20_000)}`,
+      '\udc00🚀'.repeat(9_000),
+    ]) {
+      const payload = { text };
+      const made = await payloadJson(payload, Infinity, 64 * MiB, eagerClock());
+      expect(made).toEqual({ json: JSON.stringify(payload), bytes: wireBytes(payload) });
+      const json = JSON.stringify(payload);
+      expect((await utf8Sliced(json, eagerClock())).equals(Buffer.from(json, 'utf8'))).toBe(true);
+    }
+  });
+
   it('counts a control character as the six bytes of its \\u00XX escape, and stops soon after the limit', async () => {
     const payload = { data: '\u0001'.repeat(1_000_000) };
     expect(wireBytes(payload)).toBe(6_000_011);
