@@ -1,6 +1,6 @@
 import {
   assembleItems,
-  batchJson,
+  batchJsonParts,
   truncatedPayloadJson,
   wireItemBytes,
   type VerifyFields,
@@ -9,12 +9,7 @@ import {
 } from './batch-assembler.js';
 import type { ClientCounters } from './client-stats.js';
 import { Deferred } from './deferred.js';
-import {
-  gzipJson,
-  type FieldError,
-  type Transport,
-  type TransportOutcome,
-} from './http-transport.js';
+import { type FieldError, type Transport, type TransportOutcome } from './http-transport.js';
 import type { UlidFactory } from './ids.js';
 import type { WarningChannel } from './logger.js';
 import { sealPayload, type PayloadSealing } from './payload-sealing.js';
@@ -22,6 +17,7 @@ import type { DrainedItem } from './recorded-event.js';
 import { retryDelayMs, type RetryPolicy } from './retry-policy.js';
 import { errorText } from './storable-text.js';
 import { timerDelay } from './timer-delay.js';
+import { gzipSliced } from './sliced-json.js';
 
 /** What a {@link BatchExporter} works with; the client builds it from its settings. */
 export interface BatchExporterOptions {
@@ -30,6 +26,8 @@ export interface BatchExporterOptions {
   /** Bytes of waiting batches kept; past it the oldest waiting batch is dropped. */
   maxBacklogBytes: number;
   sealing: PayloadSealing;
+  /** Largest payload JSON of one event in UTF-8 bytes (the `maxEventBytes` setting). */
+  maxEventBytes: number;
   /**
    * Sent with every batch until one that carries it is acknowledged (202): the service consumes
    * the token only with a batch it stores, so a batch lost on the way must not use it up.
@@ -251,18 +249,23 @@ export class BatchExporter {
 
   private async deliver(batch: Batch): Promise<void> {
     if (batch.wire === undefined) {
-      batch.wire = await assembleItems(batch.drained ?? [], this.options.sealing, {
-        dropped: (count, reason, context) => {
-          this.options.counters.droppedEvents += count;
-          batch.eventCount -= count;
-          this.options.warnings.throttled(
-            `unsendable:${reason.slice(0, 40)}`,
-            WARN_INTERVAL_MS,
-            `event dropped at flush: ${reason}`,
-            context,
-          );
+      batch.wire = await assembleItems(
+        batch.drained ?? [],
+        this.options.sealing,
+        {
+          dropped: (count, reason, context) => {
+            this.options.counters.droppedEvents += count;
+            batch.eventCount -= count;
+            this.options.warnings.throttled(
+              `unsendable:${reason.slice(0, 40)}`,
+              WARN_INTERVAL_MS,
+              `event dropped at flush: ${reason}`,
+              context,
+            );
+          },
         },
-      });
+        { maxEventBytes: this.options.maxEventBytes, warnings: this.options.warnings },
+      );
       batch.drained = undefined;
     }
     for (;;) {
@@ -272,8 +275,8 @@ export class BatchExporter {
         if (wire.length === 0) return batch.done.resolve();
         // Decided once per body: every retry of a batchId sends the same bytes.
         batch.withVerify = this.verifyPending;
-        batch.body = await gzipJson(
-          batchJson(batch.batchId, wire, batch.withVerify ? this.options.verify : undefined),
+        batch.body = await gzipSliced(
+          batchJsonParts(batch.batchId, wire, batch.withVerify ? this.options.verify : undefined),
         );
         if (this.stopped) return this.drop(batch);
       }

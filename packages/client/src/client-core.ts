@@ -13,6 +13,7 @@ import {
 } from './client-registry.js';
 import { HttpTransport, type Transport } from './http-transport.js';
 import { UlidFactory } from './ids.js';
+import { INSTANT_RANGE, dateMs } from './instants.js';
 import type { WarningChannel } from './logger.js';
 import { parseMasterKey } from './payload-cipher.js';
 import { completeBodyProblem } from './payload-checks.js';
@@ -144,6 +145,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
       retry: settings.retry,
       maxBacklogBytes: settings.maxBacklogBytes,
       sealing: this.sealing,
+      maxEventBytes: settings.maxEventBytes,
       verify:
         settings.verifyToken === undefined
           ? undefined
@@ -390,10 +392,12 @@ export class ClientCore implements SessionHost, RegisteredClient {
       // A getter that throws: the body is refused like any other invalid one.
       return { unreadable: errorText(error, 200) };
     }
-    if (body.endedAt instanceof Date)
-      body.endedAt = Number.isNaN(body.endedAt.getTime())
-        ? 'invalid date'
-        : body.endedAt.toISOString();
+    if (typeof body.endedAt === 'object' && body.endedAt !== null) {
+      // A Date the service cannot store (or a Proxy, or a subclass's odd getTime) is sent as text
+      // the service refuses, so the call fails with its 400 instead of throwing here.
+      const ms = dateMs(body.endedAt);
+      body.endedAt = ms === undefined ? 'invalid date' : new Date(ms).toISOString();
+    }
     for (const key of ['outputSummary', 'errorMessage'])
       if (typeof body[key] === 'string') body[key] = storableText(body[key] as string, TEXT_MAX);
     return body;
@@ -451,15 +455,9 @@ export class ClientCore implements SessionHost, RegisteredClient {
 
     let startedAtMs = Date.now();
     if (options.startedAt !== undefined) {
-      let ms = NaN;
-      try {
-        if (options.startedAt instanceof Date) ms = options.startedAt.getTime();
-      } catch {
-        // a Date subclass whose getTime throws: as invalid as any other value
-      }
-      if (Number.isFinite(ms) && ms >= -62_135_596_800_000 && ms <= 253_402_300_799_999)
-        startedAtMs = ms;
-      else warn('startedAt must be a valid Date (years 1–9999); now is used');
+      const ms = dateMs(options.startedAt);
+      if (ms !== undefined) startedAtMs = ms;
+      else warn(`startedAt must be a valid Date (${INSTANT_RANGE}); now is used`);
     }
 
     return { traceId, agentId, inputSummary, tags: this.tagsFrom(options.tags, warn), startedAtMs };

@@ -54,8 +54,9 @@ export interface FlightlogSettings {
    */
   flushIntervalMs?: number;
   /**
-   * Buffer size in bytes (estimated JSON: payloads by their UTF-8 size, plus each trace's
-   * snapshot), 1024 to 67108864; a flush happens before it would be exceeded. Default 102400.
+   * Buffer size in bytes (estimated JSON: payloads by their characters as recorded, plus each
+   * trace's snapshot), 1024 to 67108864; a flush happens before it would be exceeded. Default
+   * 102400.
    */
   maxBufferBytes?: number;
   /**
@@ -78,8 +79,9 @@ export interface FlightlogSettings {
    */
   maxBacklogBytes?: number;
   /**
-   * Largest payload of one event, in bytes of its JSON (1024 to 67108864). A larger payload is
-   * replaced by a `{truncated: true, …}` marker with a warning. Default 1048576 (1 MiB).
+   * Largest payload of one event: the UTF-8 bytes of its JSON as sent, escapes included (a
+   * control character's `\u00XX` counts 6), 1024 to 67108864. A larger payload is replaced by
+   * a `{truncated: true, …}` marker with a warning. Default 1048576 (1 MiB).
    */
   maxEventBytes?: number;
   /** Retry schedule; see {@link RetrySettings}. */

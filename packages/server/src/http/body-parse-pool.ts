@@ -4,6 +4,7 @@ import { Worker } from 'node:worker_threads';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
 import type { ParseJob, ParseResult } from './body-parse-worker.js';
 import { parseJson } from './json-body.js';
+import type { DataPath } from './prototype-keys.js';
 import { fieldErrorsFromAjv } from './problem.js';
 import { markPrevalidated } from './schema-validator.js';
 
@@ -68,7 +69,12 @@ export class BodyParsePool {
    * then takes it as valid); an invalid body is refused with the same `400` the route's
    * validator would answer.
    */
-  parse(key: string, bytes: Buffer, schema: object | undefined): Promise<unknown> {
+  parse(
+    key: string,
+    bytes: Buffer,
+    schema: object | undefined,
+    dataPaths: readonly DataPath[] = [],
+  ): Promise<unknown> {
     if (this.closed)
       return Promise.reject(new FlightlogError('shutting-down', 'The service is shutting down.'));
     const mine = this.perKey.get(key) ?? 0;
@@ -87,7 +93,7 @@ export class BodyParsePool {
           retryAfterSeconds: 1,
         }),
       );
-    const job: ParseJob = { id: this.nextId++, bytes };
+    const job: ParseJob = { id: this.nextId++, bytes, dataPaths };
     if (schema) job.schemaId = this.schemaIdOf(schema);
     return new Promise((resolve, reject) => {
       this.perKey.set(key, mine + 1);
@@ -198,7 +204,7 @@ export class BodyParsePool {
       try {
         // validated by the route as usual: not marked
         pending.job.schemaId = undefined;
-        pending.resolve(parseJson(Buffer.from(result.bytes)));
+        pending.resolve(parseJson(Buffer.from(result.bytes), pending.job.dataPaths));
       } catch (error) {
         pending.reject(error);
       }
@@ -209,7 +215,14 @@ export class BodyParsePool {
           'The request does not match the schema.',
         ),
       );
-    else pending.reject(new FlightlogError(result.code, result.detail));
+    else
+      pending.reject(
+        new FlightlogError(
+          result.code,
+          result.detail,
+          result.fieldErrors ? { fieldErrors: result.fieldErrors } : {},
+        ),
+      );
     this.dispatch();
   }
 

@@ -16,6 +16,8 @@ export interface ParseJob {
   bytes: Uint8Array;
   schemaId?: number;
   schema?: object;
+  /** Where prototype keys are kept as data (the route's `jsonDataPaths`). */
+  dataPaths?: readonly (readonly string[])[];
 }
 
 /** Ajv's error objects, as far as the problem answer reads them (http/problem.ts). */
@@ -29,7 +31,13 @@ export interface SchemaError {
 export type ParseResult =
   | { id: number; kind: 'parsed'; value: unknown }
   | { id: number; kind: 'invalid'; errors: SchemaError[] }
-  | { id: number; kind: 'refused'; code: FlightlogError['code']; detail: string }
+  | {
+      id: number;
+      kind: 'refused';
+      code: FlightlogError['code'];
+      detail: string;
+      fieldErrors?: FlightlogError['fieldErrors'];
+    }
   /** The value could not be cloned back (nested too deep): the main thread parses it itself. */
   | { id: number; kind: 'inline'; bytes: Uint8Array };
 
@@ -41,10 +49,19 @@ const validators = new Map<number, ReturnType<typeof createBoundedValidator>>();
 function handle(job: ParseJob): ParseResult {
   let value: unknown;
   try {
-    value = parseJson(Buffer.from(job.bytes.buffer, job.bytes.byteOffset, job.bytes.byteLength));
+    value = parseJson(
+      Buffer.from(job.bytes.buffer, job.bytes.byteOffset, job.bytes.byteLength),
+      job.dataPaths,
+    );
   } catch (error) {
     if (error instanceof FlightlogError)
-      return { id: job.id, kind: 'refused', code: error.code, detail: error.message };
+      return {
+        id: job.id,
+        kind: 'refused',
+        code: error.code,
+        detail: error.message,
+        ...(error.fieldErrors ? { fieldErrors: error.fieldErrors } : {}),
+      };
     throw error;
   }
   if (job.schemaId === undefined || value === undefined)
