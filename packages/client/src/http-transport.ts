@@ -123,10 +123,15 @@ function isRetryableStatus(status: number): boolean {
  */
 export class HttpTransport implements Transport {
   private readonly base: URL;
+  /** The host to connect to: an IPv6 literal without the brackets the URL writes it with. */
+  private readonly hostname: string;
   private readonly agent: http.Agent;
 
   constructor(private readonly options: HttpTransportOptions) {
     this.base = new URL(options.ingestUrl);
+    // `new URL('http://[::1]:8080').hostname` is `[::1]`; given that, Node looks the name up in
+    // DNS and fails with ENOTFOUND (the Host header gets its brackets back from Node).
+    this.hostname = this.base.hostname.replace(/^\[(.*)\]$/, '$1');
     const agentOptions = { keepAlive: true, maxSockets: 2, timeout: 30_000 };
     this.agent =
       this.base.protocol === 'https:'
@@ -169,7 +174,7 @@ export class HttpTransport implements Transport {
       };
       const request = (this.base.protocol === 'https:' ? https : http).request({
         protocol: this.base.protocol,
-        hostname: this.base.hostname,
+        hostname: this.hostname,
         port: this.base.port,
         path: this.base.pathname.replace(/\/$/, '') + path,
         method: 'POST',

@@ -39,7 +39,10 @@ export interface FlightlogSettings {
    * up). Ignored, with a warning, when `agentId` is not set. Default: none.
    */
   verifyToken?: string;
-  /** Address of the ingest service (a path prefix is kept). Default `http://localhost:8080`. */
+  /**
+   * Address of the ingest service (a path prefix is kept; an IPv6 literal is written in brackets,
+   * `http://[::1]:8080`). Default `http://localhost:8080`.
+   */
   ingestUrl?: string;
   /**
    * Chain environment, `devnet` or `mainnet`; travels as the tag `env:<environment>` on every
