@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { promisify } from 'node:util';
 import { gzip } from 'node:zlib';
+import { redactUrls } from './redact.js';
 import { parseRetryAfter } from './retry-policy.js';
 import { timerDelay } from './timer-delay.js';
 
@@ -249,7 +250,7 @@ function classify(
     return {
       kind: 'failed',
       status,
-      detail: `redirected to ${header(headers, 'location') ?? '?'}; set ingestUrl to the final address`,
+      detail: `redirected to ${redactUrls(header(headers, 'location') ?? '?')}; set ingestUrl to the final address`,
     };
   return {
     kind: 'failed',

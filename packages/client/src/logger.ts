@@ -1,3 +1,4 @@
+import { redactUrls } from './redact.js';
 import { errorText } from './storable-text.js';
 
 /**
@@ -40,10 +41,20 @@ export function createConsoleLogger(now: () => number = Date.now): FlightlogLogg
   };
 }
 
+/** The string values of a context, redacted (contexts are flat: ids, counts, details). */
+function redactContext(context: object): object {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(context))
+    out[key] = typeof value === 'string' ? redactUrls(value) : value;
+  return out;
+}
+
 /**
  * The client's single way out to a logger. A logger that throws (or is replaced by something that
- * is not a logger) cannot take the client, or the host calling it, down with it. Warnings of one
- * `key` can be limited to one per interval, with the number of repeats attached.
+ * is not a logger) cannot take the client, or the host calling it, down with it. Every line is
+ * stripped of URL credentials here (a refused `ingestUrl`, a redirect's `Location`, a service's
+ * problem detail), whatever its origin. Warnings of one `key` can be limited to one per interval,
+ * with the number of repeats attached.
  */
 export class WarningChannel {
   private readonly lastByKey = new Map<string, { at: number; repeats: number }>();
@@ -55,9 +66,11 @@ export class WarningChannel {
 
   warn(message: string, context?: object): void {
     try {
+      const line = redactUrls(message);
+      const details = context === undefined ? undefined : redactContext(context);
       // The interface says void, but an `async warn` (or one returning a promise) is common: its
       // rejection would be unhandled and could end the host process, so it is caught here.
-      const result: unknown = this.logger.warn(message, context);
+      const result: unknown = this.logger.warn(line, details);
       if (isThenable(result)) result.then(undefined, ignore);
     } catch {
       // A broken logger leaves us nowhere to report to; the host must not pay for it.

@@ -1,4 +1,5 @@
 import { createConsoleLogger, type FlightlogLogger } from './logger.js';
+import { redactUrls } from './redact.js';
 import { isStorableText } from './storable-text.js';
 
 /** Chain environments the spec allows for the `environment` setting. */
@@ -41,7 +42,8 @@ export interface FlightlogSettings {
   verifyToken?: string;
   /**
    * Address of the ingest service (a path prefix is kept; an IPv6 literal is written in brackets,
-   * `http://[::1]:8080`). Default `http://localhost:8080`.
+   * `http://[::1]:8080`). One with credentials or a query is refused (the client disables itself)
+   * and echoed in the warning without them. Default `http://localhost:8080`.
    */
   ingestUrl?: string;
   /**
@@ -62,8 +64,9 @@ export interface FlightlogSettings {
    */
   maxBufferBytes?: number;
   /**
-   * Receives the client's warnings. A `warn` that throws, or an async one that rejects, is
-   * ignored. Default: `console.warn` with a `[flightlog]` prefix, at most 20 lines a minute.
+   * Receives the client's warnings; URLs in them never carry credentials. A `warn` that throws,
+   * or an async one that rejects, is ignored. Default: `console.warn` with a `[flightlog]`
+   * prefix, at most 20 lines a minute.
    */
   logger?: FlightlogLogger;
   /** Time allowed for one HTTP request, in ms (1 to 600000; more is clamped). Default 10000. */
@@ -195,8 +198,12 @@ function number(
   return fallback;
 }
 
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+/**
+ * A wrong value as a warning shows it: text cut to `maxLength` characters, URL credentials
+ * removed first (a cut after them could leave half a password in the line).
+ */
+function describe(value: unknown, maxLength = 40): string {
+  if (typeof value === 'string') return JSON.stringify(redactUrls(value).slice(0, maxLength));
   if (typeof value === 'object') return value === null ? 'null' : 'an object';
   return String(value);
 }
@@ -282,7 +289,7 @@ export function resolveSettings(input: unknown): SettingsResolution {
     const resolved = typeof raw.ingestUrl === 'string' ? baseUrl(raw.ingestUrl) : undefined;
     if (resolved === undefined) {
       warnings.push(
-        `ingestUrl must be an http(s) URL without query or credentials; got ${describe(raw.ingestUrl)}; the client is disabled`,
+        `ingestUrl must be an http(s) URL without query or credentials; got ${describe(raw.ingestUrl, 200)}; the client is disabled`,
       );
       return { kind: 'disabled', logger, warnings };
     }
