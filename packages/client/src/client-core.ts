@@ -18,8 +18,8 @@ import { parseMasterKey } from './payload-cipher.js';
 import { completeBodyProblem } from './payload-checks.js';
 import type { PayloadSealing } from './payload-sealing.js';
 import type { RecordedEvent, SnapshotSource } from './recorded-event.js';
-import { retryDelayMs } from './retry-policy.js';
 import { NoopSession } from './noop-session.js';
+import { RetryingTransport } from './retrying-transport.js';
 import type { FlightlogSession, SessionOptions } from './session-types.js';
 import type { ResolvedSettings } from './settings.js';
 import { errorText, isStorableText, storableText } from './storable-text.js';
@@ -55,7 +55,10 @@ export type CompleteOutcome =
  * use needs none of them; tests and benchmarks substitute the transport to run without network.
  */
 export interface ClientDependencies {
-  /** Sends the requests. Default: HTTP(S) to `ingestUrl` over `node:http` with keep-alive. */
+  /**
+   * Sends the requests, one attempt each: the client retries `retryable` outcomes itself, on its
+   * `retry` schedule. Default: HTTP(S) to `ingestUrl` over `node:http` with keep-alive.
+   */
   transport?: Transport;
   /** Where `SERVICE_MASTER_KEY` is read when the client is created. Default `process.env`. */
   env?: Record<string, string | undefined>;
@@ -111,11 +114,16 @@ export class ClientCore implements SessionHost, RegisteredClient {
   readonly sealing: PayloadSealing;
   private readonly buffer: EventBuffer;
   private readonly exporter: BatchExporter;
-  private readonly transport: Transport;
+  private readonly transport: RetryingTransport;
   private flushDue = false;
   private flushScheduled = false;
   private closing: Promise<FlushResult> | undefined;
-  private readonly abort = new AbortController();
+  /**
+   * One controller per `completeTrace()` in progress, aborted by close(). Not one signal shared
+   * by all of them: 20 calls at once would put 20 listeners on it and Node would print a
+   * MaxListenersExceededWarning on the host's stderr.
+   */
+  private readonly completeCalls = new Set<AbortController>();
   /** Registered as busy (kept alive by the registry) while something is buffered or sending. */
   private busy = false;
   /** The ref'd timer that keeps the process up while the exit flush delivers. */
@@ -130,18 +138,20 @@ export class ClientCore implements SessionHost, RegisteredClient {
   ) {
     this.maxEventBytes = settings.maxEventBytes;
     this.sealing = this.sealingFrom((dependencies.env ?? process.env).SERVICE_MASTER_KEY);
-    this.transport =
+    this.transport = new RetryingTransport(
       dependencies.transport ??
-      new HttpTransport({
-        ingestUrl: settings.ingestUrl,
-        apiKey: settings.apiKey,
-        timeoutMs: settings.requestTimeoutMs,
-        userAgent: USER_AGENT,
-      });
+        new HttpTransport({
+          ingestUrl: settings.ingestUrl,
+          apiKey: settings.apiKey,
+          timeoutMs: settings.requestTimeoutMs,
+          userAgent: USER_AGENT,
+        }),
+      settings.retry,
+      dependencies.random,
+    );
     this.buffer = new EventBuffer(settings.maxBufferBytes);
     this.exporter = new BatchExporter({
       transport: this.transport,
-      retry: settings.retry,
       maxBacklogBytes: settings.maxBacklogBytes,
       sealing: this.sealing,
       verify:
@@ -152,7 +162,6 @@ export class ClientCore implements SessionHost, RegisteredClient {
       counters: this.counters,
       ids: this.ids,
       onIdle: () => this.onIdle(),
-      ...(dependencies.random ? { random: dependencies.random } : {}),
     });
     // The flush timer is unref'd (it never keeps the host's process alive) and holds this client
     // only weakly (an idle client the host dropped can be collected); see client-registry.ts.
@@ -256,8 +265,8 @@ export class ClientCore implements SessionHost, RegisteredClient {
           `close(): not everything was delivered within ${timeoutMs} ms; ${pending} events dropped`,
         );
       }
-      this.abort.abort();
-      this.transport.close?.();
+      for (const call of this.completeCalls) call.abort();
+      this.transport.close();
       return result;
     })();
     return this.closing;
@@ -271,23 +280,38 @@ export class ClientCore implements SessionHost, RegisteredClient {
     const problem = completeBodyProblem(body);
     if (problem !== null)
       return { kind: 'failed', status: null, detail: `invalid completeTrace body: ${problem}` };
-    // The batches that create the trace must arrive first, or the service answers 404.
-    await this.flush();
-    for (let attempt = 1; ; attempt++) {
-      const outcome = await this.transport.complete(traceId, body, this.abort.signal);
-      if (outcome.kind === 'ok') return { kind: 'ok' };
-      if (outcome.kind === 'failed') {
-        this.warnings.warn(`completeTrace refused with ${outcome.status}: ${outcome.detail}`, {
-          traceId,
-        });
-        return { kind: 'failed', status: outcome.status, detail: outcome.detail };
+    const call = new AbortController();
+    this.completeCalls.add(call);
+    try {
+      // The batches that create the trace must arrive first, or the service answers 404.
+      await this.flush();
+      const { outcome, attempts } = await this.transport.complete(traceId, body, {
+        signal: call.signal,
+      });
+      switch (outcome.kind) {
+        case 'ok':
+          return { kind: 'ok' };
+        case 'failed':
+          this.warnings.throttled(
+            `complete-refused:${outcome.status}`,
+            10_000,
+            `completeTrace refused with ${outcome.status}: ${outcome.detail}`,
+            { traceId },
+          );
+          return { kind: 'failed', status: outcome.status, detail: outcome.detail };
+        case 'retryable':
+          this.warnings.throttled(
+            'complete-gave-up',
+            10_000,
+            call.signal.aborted
+              ? `completeTrace aborted by close(): ${outcome.reason}`
+              : `completeTrace gave up after ${attempts} attempts: ${outcome.reason}`,
+            { traceId },
+          );
+          return { kind: 'failed', status: null, detail: outcome.reason };
       }
-      if (attempt >= this.settings.retry.maxAttempts || this.abort.signal.aborted) {
-        this.warnings.warn(`completeTrace gave up: ${outcome.reason}`, { traceId });
-        return { kind: 'failed', status: null, detail: outcome.reason };
-      }
-      const delay = retryDelayMs(this.settings.retry, attempt, outcome.retryAfterMs);
-      await new Promise<void>((resolve) => setTimeout(resolve, timerDelay(delay)).unref());
+    } finally {
+      this.completeCalls.delete(call);
     }
   }
 

@@ -39,7 +39,11 @@ export interface FieldError {
   detail: string;
 }
 
-/** Sends requests to the ingest service. Implemented over HTTP; tests may substitute one. */
+/**
+ * Sends requests to the ingest service, one attempt per call (the client retries `retryable`
+ * outcomes itself). Implemented over HTTP; tests may substitute one. A call never throws or
+ * rejects, and ends soon after `signal` aborts.
+ */
 export interface Transport {
   /** POST /v1/traces/batch with an already gzip-compressed JSON body. */
   sendBatch(body: Buffer, signal: AbortSignal): Promise<TransportOutcome>;

@@ -12,8 +12,8 @@ export interface RetrySettings {
   /** Delay before the first retry, in ms, before jitter (1 to 600000; more is clamped). Default 250. */
   initialDelayMs?: number;
   /**
-   * Largest delay between two attempts, in ms (also caps `Retry-After`); 1 to 3600000, more is
-   * clamped. Default 30000.
+   * Largest delay between two attempts, in ms; 1 to 3600000, more is clamped. Default 30000. A
+   * server's `Retry-After` lengthens a delay up to this, never shortens it below the backoff.
    */
   maxDelayMs?: number;
   /** Attempts per request, the first included, before the batch is given up (1 to 1000). Default 10. */
