@@ -19,6 +19,7 @@ import { completeBodyProblem } from './payload-checks.js';
 import type { PayloadSealing } from './payload-sealing.js';
 import type { RecordedEvent, SnapshotSource } from './recorded-event.js';
 import { NoopSession } from './noop-session.js';
+import { holdProcess } from './process-hold.js';
 import { RetryingTransport } from './retrying-transport.js';
 import type { FlightlogSession, SessionOptions } from './session-types.js';
 import type { ResolvedSettings } from './settings.js';
@@ -280,6 +281,9 @@ export class ClientCore implements SessionHost, RegisteredClient {
     const problem = completeBodyProblem(body);
     if (problem !== null)
       return { kind: 'failed', status: null, detail: `invalid completeTrace body: ${problem}` };
+    // The host is awaiting this: the process stays up until the outcome is known, retry waits
+    // included (they are unref'd).
+    const release = holdProcess();
     const call = new AbortController();
     this.completeCalls.add(call);
     try {
@@ -312,6 +316,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
       }
     } finally {
       this.completeCalls.delete(call);
+      release();
     }
   }
 

@@ -26,8 +26,8 @@ const ABORTED: RetryableOutcome = { kind: 'retryable', reason: 'aborted' };
 
 /**
  * Waits `ms` on an unref'd timer, cut short when `signal` aborts. Unref'd: a wait never keeps the
- * host's process alive by itself; whoever is awaited on the host's behalf (an awaited flush or
- * close, the exit flush) holds the process with a timer of its own.
+ * host's process alive by itself; whoever is awaited on the host's behalf (an awaited flush,
+ * close or completeTrace, the exit flush) holds the process with a timer of its own.
  */
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   if (signal.aborted) return Promise.resolve();

@@ -1,16 +1,69 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
+import { CLIENT_DIST, runNode } from '../harness/child-node.js';
 import { LoopbackServer, type ScriptedAnswer } from '../harness/loopback-server.js';
 import { RecordingLogger } from '../harness/recording-logger.js';
 
 const TRACE = '01JCOMPLETETRACEALIVE00001';
+const unavailable: ScriptedAnswer = {
+  status: 503,
+  headers: { 'retry-after': '1', 'content-type': 'application/problem+json' },
+  body: { status: 503, detail: 'The trace store is unreachable.' },
+};
 const completed: ScriptedAnswer = { status: 200, body: { traceId: TRACE, status: 'completed' } };
 
-describe('completeTrace() against a loopback service', () => {
+/** A host whose last act is `await client.completeTrace(…)` at the top level of its module. */
+const host = (settings: object) => `
+  import { FlightlogClient } from ${JSON.stringify(CLIENT_DIST)};
+  const client = new FlightlogClient({
+    apiKey: 'flk_complete',
+    ingestUrl: process.env.URL,
+    logger: { warn(message) { console.log('warn: ' + message); } },
+    ...${JSON.stringify(settings)},
+  });
+  const outcome = await client.completeTrace(${JSON.stringify(TRACE)}, { status: 'errored', errorMessage: 'worker died' });
+  console.log('outcome: ' + JSON.stringify(outcome));
+`;
+
+describe('completeTrace() keeps its promise to a host that awaits it (real processes, loopback service)', () => {
   let server: LoopbackServer | undefined;
   afterEach(async () => {
     await server?.close();
     server = undefined;
+  });
+
+  it('keeps the process alive through a retry after a 503: the completion is sent, and the outcome comes back', async () => {
+    server = await new LoopbackServer((_r, n) => (n === 1 ? unavailable : completed)).start();
+    const result = await runNode(host({}), { URL: server.url });
+    // Before: the retry waited on an unref'd timer and the host exited with code 13 (a top-level
+    // await that never settled), the completion neither sent nor logged.
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toContain('outcome: {"kind":"ok"}');
+    expect(server.requests.map((r) => r.path)).toEqual([
+      `/v1/traces/${TRACE}/complete`,
+      `/v1/traces/${TRACE}/complete`,
+    ]);
+    expect(server.requests[1]?.json).toEqual({ status: 'errored', errorMessage: 'worker died' });
+    // Retry-After: 1 was honoured.
+    expect((server.requests[1]?.at ?? 0) - (server.requests[0]?.at ?? 0)).toBeGreaterThan(950);
+  });
+
+  it('a service that stays down: the process waits for the last attempt, the outcome is a value and is logged', async () => {
+    server = await new LoopbackServer(() => unavailable).start();
+    const result = await runNode(
+      host({ retry: { initialDelayMs: 50, maxDelayMs: 1_000, maxAttempts: 3 } }),
+      { URL: server.url },
+    );
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(server.requests).toHaveLength(3);
+    expect(result.stdout).toContain(
+      'warn: completeTrace gave up after 3 attempts: HTTP 503: The trace store is unreachable.',
+    );
+    expect(result.stdout).toContain(
+      'outcome: {"kind":"failed","status":null,"detail":"HTTP 503: The trace store is unreachable."}',
+    );
   });
 
   it('20 calls in flight at once put no warning on the host’s stderr (no MaxListenersExceededWarning)', async () => {
