@@ -112,7 +112,8 @@ export class BatchExporter {
   /** Trace ids refused as another agent's (409 on `/items/<i>/trace/id`), oldest first. */
   private readonly refusedTraces = new Set<string>();
   private stopped = false;
-  private readonly abort = new AbortController();
+  /** Aborted by {@link abandon}, then replaced: each batch sends under the one of its start. */
+  private abort = new AbortController();
 
   constructor(private readonly options: BatchExporterOptions) {
     this.verifyPending = options.verify !== undefined;
@@ -166,7 +167,17 @@ export class BatchExporter {
   stop(): void {
     if (this.stopped) return;
     this.stopped = true;
+    this.abandon();
+  }
+
+  /**
+   * Gives up on what is pending now (the exit flush's deadline): aborts the request in flight or
+   * its retry wait, drops the waiting batches, counts their events. Unlike {@link stop}, batches
+   * enqueued later are sent as usual.
+   */
+  abandon(): void {
     this.abort.abort();
+    this.abort = new AbortController();
     for (const batch of this.queue.splice(0)) this.drop(batch);
     this.queuedByteCount = 0;
   }

@@ -282,7 +282,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
     if (problem !== null)
       return { kind: 'failed', status: null, detail: `invalid completeTrace body: ${problem}` };
     // The host is awaiting this: the process stays up until the outcome is known, retry waits
-    // included (they are unref'd).
+    // included (they are unref'd, and so are the sockets).
     const release = holdProcess();
     const call = new AbortController();
     this.completeCalls.add(call);
@@ -332,11 +332,13 @@ export class ClientCore implements SessionHost, RegisteredClient {
 
   /**
    * Node's `beforeExit`: the event loop ran dry and the host never called `close()`. What is
-   * buffered is sent. Retry delays are unref'd timers, so without more the process would exit in
-   * the middle of a retry (after a 429 or 503) and lose the batch silently: while delivery is
-   * pending, a ref'd timer keeps the process up for at most `flushTimeoutMs`. When delivery
-   * ends, the timer goes and the process exits; when the time runs out first, one warning says
-   * how many events were not delivered, and the process is not held again.
+   * buffered is sent. Retry delays and sockets are unref'd, so without more the process would
+   * exit in the middle of a request or a retry (after a 429 or 503) and lose the batch silently:
+   * while delivery is pending, a ref'd timer keeps the process up for at most `flushTimeoutMs`.
+   * When delivery ends, the timer goes and the process exits; when the time runs out first, the
+   * request in flight is aborted, what waits is dropped and counted, one warning says how many
+   * events were not delivered, and the process, held by nothing else of the client, exits. It is
+   * not held again.
    */
   flushBeforeExit(): void {
     this.warnings.guard('the flush before exit', () => {
@@ -350,6 +352,8 @@ export class ClientCore implements SessionHost, RegisteredClient {
             this.exitHold = undefined;
             this.exitHoldExpired = true;
             const pending = this.exporter.pendingEvents + this.buffer.eventCount;
+            // Nothing of ours may outlive the hold: a socket waiting on a silent service would.
+            this.exporter.abandon();
             this.warnings.once(
               'exit-undelivered',
               `the process is exiting with ${pending} events not delivered: the service did not take them within flushTimeoutMs (${timeoutMs} ms) of the exit flush, so they are lost. Call await client.close() before exiting to choose how long to wait.`,

@@ -42,7 +42,7 @@ export interface FieldError {
 /**
  * Sends requests to the ingest service, one attempt per call (the client retries `retryable`
  * outcomes itself). Implemented over HTTP; tests may substitute one. A call never throws or
- * rejects, and ends soon after `signal` aborts.
+ * rejects, ends soon after `signal` aborts, and should not keep the process alive by itself.
  */
 export interface Transport {
   /** POST /v1/traces/batch with an already gzip-compressed JSON body. */
@@ -122,9 +122,12 @@ function isRetryableStatus(status: number): boolean {
  * The client's HTTP transport over `node:http`/`node:https`, on a keep-alive agent of its own.
  * Not `fetch`: undici's fetch spends 1-2 ms of the event loop building each request on a small
  * core (WHATWG Request, Headers and streams), a stall on every flush; a plain request costs a
- * fraction of that. Idle keep-alive sockets are unref'd by Node, so they never keep the process
- * alive. Each request has its own deadline (an unref'd timer) and can be aborted by the caller.
- * Redirects are not followed: a POST redirected to GET would be lost silently.
+ * fraction of that. Its sockets never keep the process alive, idle (Node unrefs those) or busy
+ * (unref'd here): a request to a service that never answers must not hold a host that has
+ * finished, and whoever waits on the host's behalf (an awaited call, the exit flush) holds the
+ * process with a timer of its own, for as long as it promised. Each request has its own deadline
+ * (an unref'd timer) and can be aborted by the caller. Redirects are not followed: a POST
+ * redirected to GET would be lost silently.
  */
 export class HttpTransport implements Transport {
   private readonly base: URL;
@@ -202,6 +205,8 @@ export class HttpTransport implements Transport {
         finish({ kind: 'retryable', reason: 'aborted' });
       };
       signal.addEventListener('abort', onAbort, { once: true });
+      // After the agent's own ref() of a reused socket (it runs before this event).
+      request.on('socket', (socket) => socket.unref());
       request.on('error', (error) => finish({ kind: 'retryable', reason: networkReason(error) }));
       request.on('response', (response) => {
         const chunks: Buffer[] = [];

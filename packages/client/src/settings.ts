@@ -94,7 +94,9 @@ export interface FlightlogSettings {
    * Send what is still buffered when the process is about to exit on its own (Node's
    * `beforeExit`), for programs that never call `close()`. While that delivery is pending (a
    * request, retries after a 429 or 503), the process is kept up for at most `flushTimeoutMs`;
-   * then one warning says how many events were not delivered. Default `true`.
+   * then the request in flight is aborted, one warning says how many events were not delivered,
+   * and the process exits. `false`: nothing of the client holds the process, not even a request
+   * in flight. Default `true`.
    */
   flushOnExit?: boolean;
 }
