@@ -95,7 +95,10 @@ function refusedParts(errors: FieldError[], wire: WireItem[]): RefusedParts | un
  * snapshot of a trace can never overtake an earlier one (the model is OpenTelemetry's batch
  * processor: export one batch at a time, forceFlush waits for the one in flight). Retryable
  * failures are retried by the {@link RetryingTransport} with the same batchId (the service
- * deduplicates); a 413 splits the batch in halves. Another refusal
+ * deduplicates). A 413 splits the batch in halves, and the pieces back off as retries do: while
+ * the service keeps answering 413, each request waits the retry delay of that many failures in a
+ * row (a service that refuses everything gets a handful of requests, not thousands), and the
+ * first delivery ends the backoff. Another refusal
  * that names items or events of the batch (a 409 id conflict, a 400 naming `/items/<i>/…`)
  * drops only those, and the rest goes again as a new batch (the service stores all of a batch or
  * nothing, so nothing of the refused one was kept); a trace whose id the service refused as
@@ -114,6 +117,8 @@ export class BatchExporter {
   private stopped = false;
   /** Aborted by {@link abandon}, then replaced: each batch sends under the one of its start. */
   private abort = new AbortController();
+  /** 413s in a row, the first delivery resets it: how long the next request backs off. */
+  private tooLargeInARow = 0;
 
   constructor(private readonly options: BatchExporterOptions) {
     this.verifyPending = options.verify !== undefined;
@@ -241,9 +246,12 @@ export class BatchExporter {
       await this.deliver(batch, signal);
     } catch (error) {
       // Only a bug of ours gets here; the host must not pay for it.
-      this.options.warnings.warn('internal error while sending a batch; it is dropped', {
-        error: errorText(error, 500),
-      });
+      this.options.warnings.throttled(
+        'internal:send',
+        WARN_INTERVAL_MS,
+        'internal error while sending a batch; it is dropped',
+        { error: errorText(error, 500) },
+      );
       this.drop(batch);
     } finally {
       this.current = undefined;
@@ -281,6 +289,7 @@ export class BatchExporter {
     }
     const { outcome, attempts } = await this.options.transport.sendBatch(batch.body, {
       signal,
+      failuresBefore: this.tooLargeInARow,
       onRetry: (retry, attempt, delay) => {
         this.options.counters.retriedRequests += 1;
         this.options.warnings.throttled(
@@ -295,6 +304,7 @@ export class BatchExporter {
     if (signal.aborted && outcome.kind !== 'ok') return this.drop(batch);
     switch (outcome.kind) {
       case 'ok':
+        this.tooLargeInARow = 0;
         this.options.counters.sentBatches += 1;
         if (outcome.replayed) this.options.counters.replayedBatches += 1;
         this.options.counters.deliveredEvents += batch.eventCount;
@@ -318,7 +328,10 @@ export class BatchExporter {
         );
         return this.drop(batch);
       case 'failed':
-        if (outcome.status === 413) return this.splitTooLarge(batch, outcome.detail);
+        if (outcome.status === 413) {
+          this.tooLargeInARow += 1;
+          return this.splitTooLarge(batch, outcome.detail);
+        }
         return this.refused(batch, outcome);
     }
   }
@@ -446,9 +459,11 @@ export class BatchExporter {
     } else if (wire.length === 1 && (wire[0] as WireItem).events.length === 1 && !batch.truncated) {
       const item = wire[0] as WireItem;
       const event = item.events[0] as WireEvent;
-      this.options.warnings.warn(
-        `an event is too large for the service (${detail}); its payload is replaced by a truncation marker`,
-        { traceId: item.traceId, eventId: event.id, bytes: event.payload.length },
+      this.options.warnings.throttled(
+        'too-large-event',
+        WARN_INTERVAL_MS,
+        'an event is too large for the service; its payload is replaced by a truncation marker',
+        { detail, traceId: item.traceId, eventId: event.id, bytes: event.payload.length },
       );
       const marker = sealPayload(
         truncatedPayloadJson('too large for the service', event.payload.length),
@@ -466,9 +481,11 @@ export class BatchExporter {
     }
     if (pieces === undefined) {
       this.options.counters.failedBatches += 1;
-      this.options.warnings.warn(
-        `a batch is too large for the service even alone (${detail}); ${batch.eventCount} events dropped`,
-        { batchId: batch.batchId },
+      this.options.warnings.throttled(
+        'too-large-dropped',
+        WARN_INTERVAL_MS,
+        'a batch is too large for the service even alone; its events are dropped',
+        { detail, batchId: batch.batchId, events: batch.eventCount },
       );
       return this.drop(batch);
     }

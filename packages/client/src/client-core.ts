@@ -268,6 +268,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
       }
       for (const call of this.completeCalls) call.abort();
       this.transport.close();
+      this.warnings.reportHeldBack();
       return result;
     })();
     return this.closing;

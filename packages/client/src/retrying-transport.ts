@@ -17,6 +17,12 @@ export interface RetriedOutcome {
 export interface RetryOptions {
   /** Ends the call: the request in flight is aborted, a wait cut short, no attempt follows. */
   signal: AbortSignal;
+  /**
+   * Refusals in a row that came before this call and are resent by it (the pieces of a batch
+   * split after a 413): its first request waits as a retry after that many failures would.
+   * Default 0 (the first request goes at once).
+   */
+  failuresBefore?: number;
   /** Told before each wait, to count and report the retry. */
   onRetry?: (outcome: RetryableOutcome, attempt: number, delayMs: number) => void;
 }
@@ -75,8 +81,10 @@ export class RetryingTransport {
 
   private async send(
     request: (signal: AbortSignal) => Promise<TransportOutcome>,
-    { signal, onRetry }: RetryOptions,
+    { signal, failuresBefore = 0, onRetry }: RetryOptions,
   ): Promise<RetriedOutcome> {
+    if (failuresBefore > 0)
+      await pause(retryDelayMs(this.policy, failuresBefore, undefined, this.random), signal);
     for (let attempts = 1; ; attempts++) {
       if (signal.aborted) return { outcome: ABORTED, attempts: attempts - 1 };
       const outcome = await request(signal);

@@ -64,9 +64,11 @@ export interface FlightlogSettings {
    */
   maxBufferBytes?: number;
   /**
-   * Receives the client's warnings; URLs in them never carry credentials. A `warn` that throws,
-   * or an async one that rejects, is ignored. Default: `console.warn` with a `[flightlog]`
-   * prefix, at most 20 lines a minute.
+   * Receives the client's warnings. Repeated conditions are throttled before they get here (one
+   * line per kind per 10 s, the next carrying `repeatsSinceLastWarning`; `close()` names what is
+   * still held back), and URLs in them never carry credentials. A `warn` that throws, or an async
+   * one that rejects, is ignored. Default: `console.warn` with a `[flightlog]` prefix, at most 20
+   * lines a minute.
    */
   logger?: FlightlogLogger;
   /** Time allowed for one HTTP request, in ms (1 to 600000; more is clamped). Default 10000. */
