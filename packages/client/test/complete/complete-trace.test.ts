@@ -66,6 +66,37 @@ describe('completeTrace() keeps its promise to a host that awaits it (real proce
     );
   });
 
+  it('flushes first but waits for that at most flushTimeoutMs; close() aborts a call still pending, which resolves and is logged', async () => {
+    // Batches are never answered; completions are answered at once, except for one trace.
+    server = await new LoopbackServer((request) =>
+      request.path.endsWith('/batch') || request.path.includes('HUNG') ? undefined : completed,
+    ).start();
+    const logger = new RecordingLogger();
+    const client = new FlightlogClient({
+      apiKey: 'flk_k',
+      ingestUrl: server.url,
+      logger,
+      flushOnExit: false,
+      flushTimeoutMs: 300,
+    });
+    client.startSession({ inputSummary: 'unsent', traceId: TRACE }).toolCall({ name: 'a' });
+    const started = performance.now();
+    expect(await client.completeTrace(TRACE)).toEqual({ kind: 'ok' });
+    const ms = performance.now() - started;
+    expect(ms).toBeGreaterThanOrEqual(295);
+    expect(ms).toBeLessThan(1_300);
+    expect(server.requests.map((r) => r.path)).toEqual([
+      '/v1/traces/batch',
+      `/v1/traces/${TRACE}/complete`,
+    ]);
+
+    const pending = client.completeTrace('01JCOMPLETETRACEHUNG000001');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    void client.close({ timeoutMs: 0 });
+    expect(await pending).toEqual({ kind: 'failed', status: null, detail: 'aborted' });
+    expect(logger.matching('completeTrace aborted by close(): aborted')).toHaveLength(1);
+  });
+
   it('20 calls in flight at once put no warning on the host’s stderr (no MaxListenersExceededWarning)', async () => {
     server = await new LoopbackServer(
       () => new Promise((resolve) => setTimeout(() => resolve(completed), 100)),

@@ -1,6 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import { FlightlogClient } from '../../src/index.js';
 import { createConsoleLogger, WarningChannel } from '../../src/logger.js';
 import { RecordingLogger } from '../harness/recording-logger.js';
+import { ScriptedTransport } from '../harness/scripted-transport.js';
 
 describe('warnings are throttled, and what was held back is counted', () => {
   afterEach(() => vi.restoreAllMocks());
@@ -53,5 +55,37 @@ describe('warnings are throttled, and what was held back is counted', () => {
       'said once, on purpose',
       'warnings held back by the throttle since last shown: 7 × "event dropped at flush"; 3 × "batch given up"',
     ]);
+  });
+
+  it('batches given up, refused or retried, one after another: one line per kind, the rest counted at close()', async () => {
+    for (const outcome of [
+      { kind: 'retryable', reason: 'HTTP 503: down' } as const,
+      { kind: 'failed', status: 401, detail: 'The API key is not valid.' } as const,
+    ]) {
+      const transport = new ScriptedTransport();
+      transport.answer = () => outcome;
+      const logger = new RecordingLogger();
+      const client = new FlightlogClient(
+        {
+          apiKey: 'k',
+          logger,
+          flushOnExit: false,
+          retry: { initialDelayMs: 1, maxDelayMs: 1, maxAttempts: 2 },
+        },
+        { transport },
+      );
+      const session = client.startSession({ inputSummary: 'many batches' });
+      for (let i = 0; i < 30; i++) {
+        session.toolCall({ name: `t${i}` });
+        await client.flush();
+      }
+      await client.close();
+      expect(transport.requests.length).toBe(outcome.kind === 'retryable' ? 60 : 30);
+      const messages = logger.lines.map((l) => l.message);
+      expect(messages.at(-1)).toMatch(
+        /^warnings held back by the throttle since last shown: 29 × /,
+      );
+      expect(messages.length).toBeLessThanOrEqual(3); // retrying, given up (or refused), summary
+    }
   });
 });
