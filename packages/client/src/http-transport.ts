@@ -1,12 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
-import { promisify } from 'node:util';
-import { gzip } from 'node:zlib';
 import { redactUrls } from './redact.js';
 import { parseRetryAfter } from './retry-policy.js';
 import { timerDelay } from './timer-delay.js';
-
-const gzipAsync = promisify(gzip);
 
 /** Problem bodies are small; a wrong `ingestUrl` may answer with anything, so reads are capped. */
 const MAX_ERROR_BODY = 16 * 1024;
@@ -51,11 +47,6 @@ export interface Transport {
   complete(traceId: string, body: object, signal: AbortSignal): Promise<TransportOutcome>;
   /** Releases connections once the client is closed. */
   close?(): void;
-}
-
-/** Compresses a JSON text on libuv's thread pool, so the host's event loop is not held. */
-export function gzipJson(json: string): Promise<Buffer> {
-  return gzipAsync(Buffer.from(json, 'utf8'));
 }
 
 /**
