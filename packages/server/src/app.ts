@@ -255,6 +255,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     await app.register(adminRoutes, {
       store,
       adminToken: config.adminToken,
+      hidden: config.adminApiHidden === true,
       apiKeys,
       streamAccess,
       bus,

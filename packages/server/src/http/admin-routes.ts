@@ -37,6 +37,8 @@ import { requireAdmin } from './authentication.js';
 export interface AdminRoutesOptions {
   store: Store;
   adminToken: string;
+  /** Refusals answer as a route that does not exist (a token derived from the local secret). */
+  hidden?: boolean;
   apiKeys: ApiKeyResolver;
   /** Ends this instance's live streams of a removed member or deleted agent at once. */
   streamAccess: Pick<StreamAccessGuard, 'memberRemoved' | 'agentDeleted'>;
@@ -102,7 +104,12 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   const { agents } = options.store;
   app.addHook(
     'onRequest',
-    requireAdmin(options.adminToken, options.tokenGuesses, options.onGuessRefused),
+    requireAdmin(
+      options.adminToken,
+      options.tokenGuesses,
+      options.onGuessRefused,
+      options.hidden === true,
+    ),
   );
 
   app.post(

@@ -199,7 +199,7 @@ export function answerFrameworkError(
   return sendProblem(request, reply, coded);
 }
 
-function noRoute(request: FastifyRequest): FlightlogError {
+export function noRoute(request: FastifyRequest): FlightlogError {
   return new FlightlogError(
     'not-found',
     `No route ${request.method} ${request.url.split('?')[0]}.`,
