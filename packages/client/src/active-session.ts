@@ -35,6 +35,7 @@ import type {
   TimedSpan,
 } from './session-types.js';
 import { errorText, storableText } from './storable-text.js';
+import { currentStepOf, runInStep } from './step-scope.js';
 import { runTimed } from './timing.js';
 import { TraceAggregates } from './trace-aggregates.js';
 
@@ -235,7 +236,9 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       span = { eventId: this.host.ids.next(), traceId: this.traceId };
       sequence = this.sequence++;
       try {
-        parentEventId = fields?.parentEventId ?? null;
+        // Not given: the step this call runs inside, when an instrumentation tracks it.
+        parentEventId = fields?.parentEventId;
+        if (parentEventId === undefined) parentEventId = currentStepOf(this.traceId);
       } catch (error) {
         this.host.warnings.throttled(
           'timed-fields',
@@ -249,7 +252,9 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       return run({ eventId: '', traceId: this.traceId });
     }
     return runTimed(
-      () => run(span),
+      // Instrumented SDK calls made inside `run` nest under this step (when an instrumentation
+      // is loaded; otherwise this is a plain call).
+      () => runInStep(span, () => run(span)),
       (ok, valueOrError, timing) => {
         try {
           const outcome = (
