@@ -5,6 +5,7 @@ import type {
   StatsWindow,
   Trace,
   TraceAnalysis,
+  TraceList,
 } from '@flightlog/protocol';
 import { RUN_FILTER_KEYS, type RunFilters } from './router.js';
 import { currentToken } from './session.js';
@@ -74,10 +75,11 @@ export async function sendJson<T>(
   return (await response.json()) as T;
 }
 
-export interface TracesPage {
-  traces: Trace[];
-  nextCursor: string | null;
-}
+/**
+ * A page of the runs list. A search may stop before the page is full (`searchedTo` set, with a
+ * `nextCursor`): its runs are every match among those searched so far, maybe none.
+ */
+export type TracesPage = TraceList;
 
 export interface TracePage {
   trace: Trace;

@@ -51,3 +51,21 @@ export const TraceSchema = Type.Object(
 );
 
 export type Trace = Static<typeof TraceSchema>;
+
+/** Body of `GET /v1/agents/:id/traces`: one page of an agent's runs, newest first. */
+export const TraceListSchema = Type.Object(
+  {
+    traces: Type.Array(TraceSchema),
+    /** Where the next page starts: pass it as `cursor`, with the same filters; null at the end. */
+    nextCursor: Nullable(Type.String()),
+    /**
+     * Set when a search (`q` or `tag`) stopped at the most one page may read before the page was
+     * full: the `startedAt` of the oldest run it searched, where `nextCursor` goes on from. Such a
+     * page may hold fewer runs than `limit`, or none: keep following `nextCursor` until it is
+     * null. Null on every other page.
+     */
+    searchedTo: Nullable(IsoDateTime),
+  },
+  { additionalProperties: false },
+);
+export type TraceList = Static<typeof TraceListSchema>;

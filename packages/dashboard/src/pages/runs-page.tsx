@@ -5,7 +5,7 @@ import { Link } from '../components/link.js';
 import { LiveIndicator, type LiveState } from '../components/live-indicator.js';
 import { StatusBadge } from '../components/status-badge.js';
 import { TimeAgo } from '../components/time-ago.js';
-import { formatDecimal, formatDuration, formatUsd } from '../format.js';
+import { exactTime, formatDecimal, formatDuration, formatRelative, formatUsd } from '../format.js';
 import { isOlderSnapshot, openLiveStream } from '../live-stream.js';
 import {
   agentSettingsPath,
@@ -27,6 +27,9 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
   const filterKey = JSON.stringify(filters);
   const [rows, setRows] = useState<Trace[]>([]);
   const [nextCursor, setNextCursor] = useState<string | null>(null);
+  // set while a search has read only part of the runs: how far back it has searched so far
+  const [searchedTo, setSearchedTo] = useState<string | null>(null);
+  const [loadingMore, setLoadingMore] = useState(false);
   const [loading, setLoading] = useState(true);
   const [error, setError] = useState<string | null>(null);
   const [live, setLive] = useState<{ state: LiveState; detail?: string }>({ state: 'connecting' });
@@ -43,6 +46,9 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
   const cursorRef = useRef(cursorRow);
   const moreRef = useRef<string | null>(null);
   moreRef.current = nextCursor;
+  const searchedToRef = useRef<string | null>(null);
+  searchedToRef.current = searchedTo;
+  const loadingMoreRef = useRef(false);
 
   // the first page, again whenever the agent or the filter changes
   useEffect(() => {
@@ -51,10 +57,13 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
     setHeld([]);
     setLoading(true);
     setError(null);
+    setNextCursor(null);
+    setSearchedTo(null);
     listTraces(agentId, filters, abort.signal).then(
       (page) => {
         setRows(page.traces);
         setNextCursor(page.nextCursor);
+        setSearchedTo(page.searchedTo);
         setLoading(false);
         const remembered = (history.state as { cursorTraceId?: string } | null)?.cursorTraceId;
         const at = page.traces.findIndex((row) => row.id === remembered);
@@ -102,9 +111,15 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
             next[at] = trace;
             return next;
           }
-          // a run older than the last loaded row belongs to a later page (the replay on connect)
+          // a run older than what the list holds belongs to a later page (the replay on
+          // connect): older than the last loaded row, or, when a search stopped part way, than
+          // where it stopped (the rows it found may all be much newer)
           const last = current[current.length - 1];
-          if (last && moreRef.current !== null && newerFirst(trace, last) > 0) return current;
+          const edge = searchedToRef.current;
+          if (moreRef.current !== null) {
+            if (edge !== null ? trace.startedAt < edge : last && newerFirst(trace, last) > 0)
+              return current;
+          }
           if (pausedRef.current || hoverRef.current) {
             setHeld((waiting) => [trace, ...waiting.filter((row) => row.id !== trace.id)]);
             return current;
@@ -160,7 +175,13 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
   }, [cursorRow]);
 
   const loadMore = () => {
-    if (!nextCursor) return;
+    if (!nextCursor || loadingMoreRef.current) return;
+    loadingMoreRef.current = true;
+    setLoadingMore(true);
+    const done = () => {
+      loadingMoreRef.current = false;
+      setLoadingMore(false);
+    };
     void listTraces(agentId, { ...filters, cursor: nextCursor }).then(
       (page) => {
         setRows((current) => {
@@ -168,10 +189,17 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
           return [...current, ...page.traces.filter((row) => !ids.has(row.id))];
         });
         setNextCursor(page.nextCursor);
+        setSearchedTo(page.searchedTo);
+        done();
       },
-      (e: unknown) => setError(e instanceof Error ? e.message : String(e)),
+      (e: unknown) => {
+        setError(e instanceof Error ? e.message : String(e));
+        done();
+      },
     );
   };
+  // a search that stopped part way (each page reads a bounded share of the runs): more may match
+  const searchedBack = nextCursor !== null && searchedTo !== null;
 
   return (
     <main>
@@ -230,7 +258,7 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
       )}
       {error && <p class="error-text">Could not load runs: {error}</p>}
       {loading && <p class="muted">Loading…</p>}
-      {!loading && !error && rows.length === 0 && (
+      {!loading && !error && rows.length === 0 && !searchedBack && (
         <section class="empty">
           <h2>{filtered ? 'No runs match these filters' : 'No runs yet'}</h2>
           <p>
@@ -308,11 +336,59 @@ export function RunsPage(props: { agentId: string; filters: RunFilters }) {
           </tbody>
         </table>
       )}
-      {nextCursor && (
+      {searchedBack && (
+        <SearchEdge
+          searchedTo={searchedTo}
+          found={rows.length}
+          loading={loadingMore}
+          onSearchOlder={loadMore}
+        />
+      )}
+      {nextCursor && !searchedBack && (
         <button type="button" class="button more" onClick={loadMore}>
           Older runs
         </button>
       )}
     </main>
+  );
+}
+
+/**
+ * Where a search stopped: each page of a search reads a bounded share of the agent's runs (the
+ * server's rule, so that no search holds up other users), so a page may end before it is full,
+ * even with no runs. Never "no runs match" then: say how far back it has looked, and go on on
+ * request. The note is a live region, so each step is announced; the button stays in place
+ * (never disabled: focus stays on it) while the next step loads.
+ */
+function SearchEdge(props: {
+  searchedTo: string;
+  found: number;
+  loading: boolean;
+  onSearchOlder: () => void;
+}) {
+  const { searchedTo, found, loading } = props;
+  return (
+    <section class={`search-edge${found === 0 ? ' empty' : ''}`} aria-label="Search progress">
+      <p id="search-edge-note" role="status">
+        {loading ? (
+          'Searching older runs…'
+        ) : (
+          <>
+            {found === 0 ? 'No matching runs so far. ' : ''}Searched runs back to{' '}
+            <time dateTime={searchedTo}>{exactTime(searchedTo)}</time> ({formatRelative(searchedTo)}
+            ); older runs are not searched yet.
+          </>
+        )}
+      </p>
+      <button
+        type="button"
+        class="button"
+        aria-describedby="search-edge-note"
+        aria-busy={loading}
+        onClick={props.onSearchOlder}
+      >
+        Search older
+      </button>
+    </section>
   );
 }

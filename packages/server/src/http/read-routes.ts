@@ -9,6 +9,7 @@ import {
   TRACE_STATUSES,
   Text,
   TraceAnalysisSchema,
+  TraceListSchema,
   TraceSchema,
 } from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
@@ -122,7 +123,9 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
       schema: {
         summary:
           "An agent's traces, newest first, one page at a time; filtered by status, tag, " +
-          'start time (from inclusive, to exclusive) and a text search (q)',
+          'start time (from inclusive, to exclusive) and a text search (q). A page with tag or q ' +
+          'reads a bounded number of runs: it may hold fewer than limit, even none, with a ' +
+          'nextCursor and searchedTo; follow nextCursor until it is null',
         params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
         querystring: Type.Object(
           {
@@ -137,10 +140,7 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
           { additionalProperties: false },
         ),
         response: {
-          200: Type.Object({
-            traces: Type.Array(TraceSchema),
-            nextCursor: Type.Union([Type.String(), Type.Null()]),
-          }),
+          200: TraceListSchema,
           400: ProblemSchema,
           401: ProblemSchema,
           404: ProblemSchema,

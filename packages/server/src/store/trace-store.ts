@@ -73,6 +73,11 @@ export interface TraceFilters {
 export interface TracePage {
   traces: Trace[];
   nextCursor: string | null;
+  /**
+   * Set when a filtered page ended at its bound (SCAN_ROWS, SCAN_BYTES) rather than full: the
+   * startedAt of the oldest run it read, where nextCursor goes on from. Null otherwise.
+   */
+  searchedTo: string | null;
 }
 
 /** Ids per statement of findIdConflict. */
@@ -83,11 +88,6 @@ const CONFLICT_SLICE = 1_000;
  * prepared-statements.ts's PREPARABLE, it is never prepared, so never given a generic plan.
  */
 const UNPREPARED = '-- planned for its values, never prepared\n';
-
-/** `text` as a LIKE pattern that matches it literally: its %, _ and backslashes escaped. */
-function escapeLike(text: string): string {
-  return text.replace(/[\\%_]/g, '\\$&');
-}
 
 const ANALYSED = ANALYSED_STATUSES.map((status) => `'${status}'`).join(', ');
 
@@ -356,7 +356,29 @@ export function decodeCursor(cursor: string): [string, string] | undefined {
 
 /** Traces, events, accepted batch ids and the analysis queue: the SQL of ingest and reads. */
 export class TraceStore {
+  /** The search statement under way (PGlite), which the next one waits for: see searchInTurn. */
+  private searchTurn: Promise<unknown> = Promise.resolve();
+
   constructor(private readonly sql: SqlClient) {}
+
+  /**
+   * On PGlite, runs a search statement once the one before it has finished and the event loop
+   * has had a turn. The engine runs one statement at a time, in arrival order, on the event
+   * loop: four searches sent at once would all be ahead of the next user's statement, and one
+   * started as soon as another ended (a promise callback) would run before the loop even reads
+   * that user's request. Taken in turn, with setImmediate between them (after the loop's I/O),
+   * at most one search is ever ahead of anyone else's statement, and each is bounded (see
+   * listTraces). A search waits only for other searches; how many wait at once is bounded by
+   * the requests the server works on at once (fair admission). On PostgreSQL each statement has
+   * a session of its own: nothing to wait for.
+   */
+  private searchInTurn<T>(work: () => Promise<T>): Promise<T> {
+    if (this.sql.engine !== 'pglite') return work();
+    const next = () => new Promise<void>((resolve) => setImmediate(resolve)).then(work);
+    const run = this.searchTurn.then(next, next);
+    this.searchTurn = run.catch(() => {});
+    return run;
+  }
 
   /**
    * Applies one batch, all or nothing. A batch whose items name distinct traces (almost all)
@@ -619,80 +641,102 @@ export class TraceStore {
    * Without `tag` or `q` the page is a walk of the (agent_id[, status], started_at) index from
    * the cursor, bounded by from/to: as fast for the millionth run as for the first.
    *
-   * With them, how to find a page depends on where the matches lie, which the planner cannot
-   * know: it assumes matches spread evenly over time, so for a word on 2 % of the runs it walks
-   * the time index expecting a hit every 50 rows, and if those runs are all months old (an
-   * incident's error message) it reads nearly every run first (140 ms at 100,000 runs, growing
-   * with the agent). So a page takes up to two statements (both planned for their values: never
-   * prepared, see UNPREPARED):
+   * With them, the page reads the agent's runs in that order from the cursor (status and
+   * from/to still applied by the index), tests each, and stops at the page's `limit + 1`th hit
+   * or at its bound, whichever comes first: `scanRows` runs, or `scanBytes` of what the filters
+   * test (the texts' length for q, the stored tags for tag). A page that reaches its bound with
+   * too few hits answers those (maybe none) with a cursor at the last run it read, and says so
+   * in `searchedTo`: the next page searches on from there. So every page costs at most the bound,
+   * whatever the user searches for, on an engine where one statement holds every other request
+   * (PGlite runs on the event loop).
    *
-   * 1. `slice`: the next `sliceRows` runs in order (the cursor, status and from/to applied by the
-   *    index), each tested against tag and q, stopping at the page's `limit + 1`th hit. Common
-   *    matches end here after a few dozen rows; at most `sliceRows` rows are ever read.
-   * 2. `older`: when the slice was full but held too few hits, matches are rarer than one in
-   *    `sliceRows / limit`; the rest of the page is found among every match older than the
-   *    slice, through the GIN indexes (migration 005), then sorted: a cost that grows with the
-   *    number of matches, which are few, not with the number of runs.
+   * No index can keep that promise: the trigram index of migration 006 cannot serve a q that
+   * pg_trgm takes no trigram from (`%_%_%_`, "ok": it takes them from letters and digits, and
+   * none from a word of two at a wildcard), and for a q whose trigrams are all common
+   * ("usdc usdc") it hands every run holding them to a recheck, across all agents; the tag index
+   * likewise hands over every run of every agent that has the tag. Their work grows with what
+   * is stored, not with the page. See docs/decisions.md.
    */
   async listTraces(
     agentId: string,
-    options: TraceFilters & { limit: number; after?: [string, string]; sliceRows?: number },
+    options: TraceFilters & {
+      limit: number;
+      after?: [string, string];
+      scanRows?: number;
+      scanBytes?: number;
+    },
   ): Promise<TracePage> {
     const { limit } = options;
-    const searching = options.tag !== undefined || options.text !== undefined;
-    let rows: PageRow[];
-    if (!searching) rows = await this.sql.query<PageRow>(...listStatement(agentId, options));
-    else {
-      const sliceRows = options.sliceRows ?? SLICE_ROWS;
-      const slice = await this.sql.query<PageRow & { hit: boolean; n: number }>(
-        ...sliceStatement(agentId, options, sliceRows),
-      );
-      rows = slice.filter((row) => row.hit);
-      const edge = slice.find((row) => Number(row.n) === sliceRows);
-      if (rows.length <= limit && edge)
-        rows.push(
-          ...(await this.sql.query<PageRow>(
-            ...olderStatement(agentId, {
-              ...options,
-              after: [edge.cursorTime, edge.id],
-              limit: limit - rows.length,
-            }),
-          )),
-        );
-      rows = rows.map(
-        ({ hit: _hit, n: _n, ...row }: PageRow & { hit?: boolean; n?: number }) => row,
-      );
+    if (options.tag === undefined && options.text === undefined) {
+      const rows = await this.sql.query<PageRow>(...listStatement(agentId, options));
+      const page = rows.slice(0, limit);
+      const last = page[page.length - 1];
+      return {
+        traces: page.map(tracePart),
+        nextCursor: rows.length > limit && last ? cursorOf(last) : null,
+        searchedTo: null,
+      };
     }
-    const page = rows.slice(0, limit);
-    const last = page[page.length - 1];
-    const nextCursor =
-      rows.length > limit && last ? encodePageCursor(last.cursorTime, last.id) : null;
+    const statement = searchStatement(agentId, options, {
+      rows: options.scanRows ?? SCAN_ROWS,
+      bytes: options.scanBytes ?? SCAN_BYTES,
+    });
+    const rows = await this.searchInTurn(() =>
+      this.sql.query<PageRow & { hit: boolean; edge: boolean }>(...statement),
+    );
+    const hits = rows.filter((row) => row.hit === true);
+    const edge = rows.find((row) => row.edge === true);
+    if (hits.length > limit) {
+      const page = hits.slice(0, limit);
+      return {
+        traces: page.map(tracePart),
+        nextCursor: cursorOf(page[limit - 1] as PageRow),
+        searchedTo: null,
+      };
+    }
     return {
-      traces: page.map(({ cursorTime: _cursor, ...trace }) => traceFromRow(trace)),
-      nextCursor,
+      traces: hits.map(tracePart),
+      nextCursor: edge ? cursorOf(edge) : null,
+      searchedTo: edge ? tracePart(edge).startedAt : null,
     };
   }
 }
 
-/** Runs the first statement of a filtered page reads in time order (see listTraces). */
-export const SLICE_ROWS = 5_000;
+/**
+ * Runs of the agent one filtered page reads at most, in time order: 10–20 ms of one core on
+ * PGlite for texts of a few hundred bytes (docs/performance.md, the runs list). Since PGlite
+ * runs each statement on the event loop, this is also the longest a search keeps anyone else's
+ * statement waiting.
+ */
+export const SCAN_ROWS = 5_000;
+
+/**
+ * Bytes one filtered page tests at most: the three texts of each run for q (their full length,
+ * however they are stored), the tags as stored for tag. Runs with long texts (up to 64 KiB
+ * each) reach this before SCAN_ROWS; 2 MiB took 10–20 ms of one core on PGlite, whatever q was.
+ */
+export const SCAN_BYTES = 2 * 1024 * 1024;
 
 type PageRow = TraceRow & { cursorTime: string };
 
 type ListOptions = TraceFilters & { limit: number; after?: [string, string] };
+
+const tracePart = ({ cursorTime: _cursor, ...trace }: PageRow): Trace => traceFromRow(trace);
+const cursorOf = (row: PageRow): string => encodePageCursor(row.cursorTime, row.id);
 
 /** The exact sort key of a row, for its cursor. */
 const CURSOR_TIME = `to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "cursorTime"`;
 
 /**
  * The conditions of a runs page, as SQL over `t` with their parameters appended to `params`
- * ($1 is the agent): `position` (agent, status, cursor, from/to: what the time index serves)
- * and `matches` (tag and q: what the GIN indexes serve), each a list to AND.
+ * ($1 is the agent): `position` (agent, status, cursor, from/to: what the time index serves),
+ * `matches` (tag and q), each a list to AND, and `cost`, the bytes `matches` reads of a run, a
+ * list to add.
  */
 function pageConditions(
   params: unknown[],
   options: ListOptions,
-): { position: string[]; matches: string[] } {
+): { position: string[]; matches: string[]; cost: string[] } {
   const param = (value: unknown): string => `$${params.push(value)}`;
   const position = ['t.agent_id = $1'];
   if (options.status !== undefined) position.push(`t.status = ${param(options.status)}`);
@@ -704,15 +748,30 @@ function pageConditions(
     position.push(`t.started_at >= ${param(options.from)}::timestamptz`);
   if (options.to !== undefined) position.push(`t.started_at < ${param(options.to)}::timestamptz`);
   const matches: string[] = [];
-  if (options.tag !== undefined) matches.push(`t.tags @> ARRAY[${param(options.tag)}::text]`);
+  const cost: string[] = [];
+  if (options.tag !== undefined) {
+    matches.push(`t.tags @> ARRAY[${param(options.tag)}::text]`);
+    // as stored (compressed or not): reading an array costs about its stored size, and the raw
+    // size of an array cannot be had without reading it
+    cost.push('pg_column_size(t.tags)');
+  }
   if (options.text !== undefined) {
-    const pattern = param(`%${escapeLike(options.text)}%`);
+    // A case-insensitive regular expression whose `***=` prefix makes the rest a literal: the
+    // matches ILIKE '%…%' gave (accented letters too; a few letters aside, see decisions.md),
+    // in time linear in the text. ILIKE's matcher backtracks: a 200-character q against 64 KiB
+    // of text built for it took 60 ms per text on PGlite, where this takes 1–3 ms.
+    const pattern = param(`***=${options.text}`);
     matches.push(
-      `(t.input_summary ILIKE ${pattern} OR t.output_summary ILIKE ${pattern}` +
-        ` OR t.error_message ILIKE ${pattern})`,
+      `(t.input_summary ~* ${pattern} OR t.output_summary ~* ${pattern}` +
+        ` OR t.error_message ~* ${pattern})`,
+    );
+    // octet_length reads the length from a stored text's header: no text is read to count it
+    cost.push(
+      'octet_length(t.input_summary) + coalesce(octet_length(t.output_summary), 0)' +
+        ' + coalesce(octet_length(t.error_message), 0)',
     );
   }
-  return { position, matches };
+  return { position, matches, cost };
 }
 
 const and = (conditions: string[]): string => conditions.join('\n    AND ');
@@ -732,56 +791,44 @@ function listStatement(agentId: string, options: ListOptions): [string, unknown[
 }
 
 /**
- * Step 1 of a filtered page: the next `sliceRows` runs in time order, numbered (`n`), each
- * marked `hit` or not; the hits up to limit + 1 and, when the slice is full and the page not,
- * its last row (n = sliceRows), where step 2 goes on from.
+ * A page with tag or q, in one statement (planned for its values: never prepared).
+ *
+ * The inner query reads at most `rows` runs from the cursor, in list order (the time index),
+ * and numbers each (`n`), adds up the bytes the filters read (`read`, through this run) and
+ * tells whether another run follows (`more`); nothing in it reads a text or the tags. The
+ * outer one tests a run only while the bytes before it are under the budget (`within`; CASE,
+ * so that no test runs past it whatever order the planner would pick), and returns the hits up
+ * to limit + 1 and the window's last run (`edge`) when more runs follow it: where the next page
+ * starts.
  */
-function sliceStatement(
+function searchStatement(
   agentId: string,
   options: ListOptions,
-  sliceRows: number,
+  bound: { rows: number; bytes: number },
 ): [string, unknown[]] {
   const params: unknown[] = [agentId];
-  const { position, matches } = pageConditions(params, options);
-  const slice = `$${params.push(sliceRows)}`;
+  const { position, matches, cost } = pageConditions(params, options);
+  const rows = `$${params.push(bound.rows)}`;
+  const bytes = `$${params.push(bound.bytes)}`;
+  const bytesOf = cost.join(' + ');
   return [
-    `${UNPREPARED}SELECT ${TRACE_COLUMNS}, ${CURSOR_TIME}, t.hit, t.n
+    `${UNPREPARED}SELECT ${TRACE_COLUMNS}, ${CURSOR_TIME}, coalesce(${and(matches)}, false) AS hit, t.edge
   FROM (
-    SELECT t.*, (${and(matches)}) AS hit,
-           row_number() OVER (ORDER BY t.started_at DESC, t.id DESC) AS n
-    FROM traces t
-    WHERE ${and(position)}
-    ORDER BY t.started_at DESC, t.id DESC
-    LIMIT ${slice}
+    SELECT t.*, t.read - t.cost < ${bytes} AS within,
+           t.more AND (t.n = ${rows} OR t.read >= ${bytes}) AS edge
+    FROM (
+      SELECT t.*, ${bytesOf} AS cost, row_number() OVER w AS n, sum(${bytesOf}) OVER w AS read,
+             lead(true, 1, false) OVER w AS more
+      FROM traces t
+      WHERE ${and(position)}
+      WINDOW w AS (ORDER BY t.started_at DESC, t.id DESC ROWS UNBOUNDED PRECEDING)
+      ORDER BY t.started_at DESC, t.id DESC
+      LIMIT ${rows}
+    ) t
   ) t
-  WHERE t.hit OR t.n = ${slice}
+  WHERE CASE WHEN t.within THEN t.edge OR (${and(matches)}) ELSE false END
   ORDER BY t.started_at DESC, t.id DESC
   LIMIT $${params.push(options.limit + 1)}`,
-    params,
-  ];
-}
-
-/**
- * Step 2 of a filtered page: every match (older than the slice: the cursor is its last row),
- * found without walking the time index (the MATERIALIZED CTE has no order to follow), then the
- * newest limit + 1 of them, read in full.
- */
-function olderStatement(agentId: string, options: ListOptions): [string, unknown[]] {
-  const params: unknown[] = [agentId];
-  const { position, matches } = pageConditions(params, options);
-  return [
-    `${UNPREPARED}WITH matching AS MATERIALIZED (
-    SELECT t.id, t.started_at FROM traces t
-    WHERE ${and([...position, ...matches])}
-  ),
-  newest AS (
-    SELECT m.id, m.started_at FROM matching m
-    ORDER BY m.started_at DESC, m.id DESC
-    LIMIT $${params.push(options.limit + 1)}
-  )
-  SELECT ${TRACE_COLUMNS}, ${CURSOR_TIME}
-  FROM newest p JOIN traces t ON t.id = p.id
-  ORDER BY t.started_at DESC, t.id DESC`,
     params,
   ];
 }

@@ -9,6 +9,7 @@ import { decodeCursor, type TraceFilters } from '../../src/store/trace-store.js'
 interface Page {
   traces: Trace[];
   nextCursor: string | null;
+  searchedTo: string | null;
 }
 
 describeEngines('runs list filters and search [%s]', (engine) => {
@@ -81,7 +82,7 @@ describeEngines('runs list filters and search [%s]', (engine) => {
       const one = await listPage(agent.agentId, owner, '?tag=n3');
       expect(one.body.traces.map((t: Trace) => t.id)).toEqual([tagged[3]?.id]);
       const none = await listPage(agent.agentId, owner, '?tag=missing');
-      expect(none.body).toEqual({ traces: [], nextCursor: null });
+      expect(none.body).toEqual({ traces: [], nextCursor: null, searchedTo: null });
     });
   });
 
@@ -217,16 +218,16 @@ describeEngines('runs list filters and search [%s]', (engine) => {
     });
   });
 
-  describe('a filtered page found in two steps (a slice in time order, then the older matches)', () => {
-    // The store reads SLICE_ROWS (5,000) runs in order before it looks up the older matches by
-    // index; a small slice makes both steps, and their seam, happen on a few runs.
-    it('gives the same pages whatever the slice, for matches among the newest, the oldest or spread', async () => {
+  describe('a filtered page reads a bounded window of runs, in time order', () => {
+    // The store reads at most SCAN_ROWS runs (and SCAN_BYTES of what the filters test) per
+    // filtered page; small bounds make windows, partial pages and their seams happen on a few runs.
+    it('gives the same walk whatever the bounds, for matches among the newest, the oldest or spread', async () => {
       const { agent } = await agentWithOwner();
       const traces = Array.from({ length: 30 }, (_, i) =>
         traceSnapshot({
           startedAt: at(Math.floor(i / 3) * 1_000), // threes share a startedAt
           tags: [i >= 24 ? 'newest' : i < 6 ? 'oldest' : 'middle', i % 4 === 0 ? 'four' : 'x'],
-          inputSummary: `run ${i} ${i < 6 ? 'Legacy gateway' : 'current path'}`,
+          inputSummary: `run ${i} ${i < 6 ? 'Legacy gateway' : 'current path'}${i % 9 === 0 ? ' 5%_off' : ''}`,
           ...(i % 7 === 0 ? finished('errored', i * 1_000) : {}),
         }),
       );
@@ -237,6 +238,10 @@ describeEngines('runs list filters and search [%s]', (engine) => {
         [{ tag: 'four' }, (t) => t.tags.includes('four')],
         [{ text: 'legacy GATEWAY' }, (t) => t.inputSummary.includes('Legacy gateway')],
         [{ text: 'run 1' }, (t) => t.inputSummary.startsWith('run 1')],
+        // no three letters or digits in a row: no trigram index could serve these
+        [{ text: 'N 2' }, (t) => t.inputSummary.startsWith('run 2')],
+        [{ text: '%_' }, (t) => t.inputSummary.includes('%_')],
+        [{ text: '%_%_%_' }, () => false],
         [
           { text: 'path', tag: 'four', status: 'errored' },
           (t) =>
@@ -246,29 +251,42 @@ describeEngines('runs list filters and search [%s]', (engine) => {
           { tag: 'x', from: at(2_000), to: at(8_000) },
           (t) => t.tags.includes('x') && t.startedAt >= at(2_000) && t.startedAt < at(8_000),
         ],
+        [
+          { text: '_', status: 'errored', from: at(1_000) },
+          (t) => t.inputSummary.includes('_') && t.status === 'errored' && t.startedAt >= at(1_000),
+        ],
         [{ tag: 'none' }, () => false],
+      ];
+      const bounds: { scanRows: number; scanBytes: number }[] = [
+        ...[1, 3, 7, 10_000].map((scanRows) => ({ scanRows, scanBytes: 1 << 30 })),
+        // a byte budget smaller than any run still reads one run a page; others a few runs
+        ...[1, 100].map((scanBytes) => ({ scanRows: 10_000, scanBytes })),
       ];
       for (const [filters, keep] of cases) {
         const expected = idsNewestFirst(traces.filter(keep));
-        for (const sliceRows of [1, 2, 3, 7, 30, 5_000])
-          for (const limit of [1, 2, 5, 50]) {
+        for (const bound of bounds)
+          for (const limit of [1, 2, 50]) {
             const ids: string[] = [];
             let after: [string, string] | undefined;
-            for (let pages = 0; pages < 40; pages++) {
+            for (let pages = 0; ; pages++) {
+              expect(pages).toBeLessThan(70);
               const page = await server.store.traces.listTraces(agent.agentId, {
                 ...filters,
                 limit,
-                sliceRows,
+                ...bound,
                 ...(after ? { after } : {}),
               });
               expect(page.traces.length).toBeLessThanOrEqual(limit);
+              // a page ended by the bound says so, and only such a page
+              if (page.nextCursor !== null && page.traces.length < limit)
+                expect(page.searchedTo).not.toBeNull();
+              if (page.searchedTo !== null) expect(page.nextCursor).not.toBeNull();
               ids.push(...page.traces.map((t) => t.id));
               if (page.nextCursor === null) break;
               after = decodeCursor(page.nextCursor);
             }
-            expect(ids, `${JSON.stringify(filters)} slice ${sliceRows} limit ${limit}`).toEqual(
-              expected,
-            );
+            const label = `${JSON.stringify(filters)} ${JSON.stringify(bound)} limit ${limit}`;
+            expect(ids, label).toEqual(expected);
           }
       }
     });
