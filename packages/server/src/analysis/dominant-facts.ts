@@ -61,7 +61,8 @@ function dominantTime(trace: Trace, steps: RunSteps): DominantFact | null {
   for (const read of steps.reads) {
     const duration = read.event.durationMs;
     if (duration == null) continue;
-    const own = Math.max(0, duration - (inside.get(read.event.id) ?? 0));
+    const own =
+      inside.size === 0 ? duration : Math.max(0, duration - (inside.get(read.event.id) ?? 0));
     if (!best || own > best.own) best = { read, own };
   }
   if (!best || best.own / runMs <= DOMINANT_SHARE) return null;

@@ -72,14 +72,17 @@ interface Above {
   missingParent: string | null;
 }
 
+const NOTHING_ABOVE: Above = { failing: null, ledBy: [], handledBy: null, missingParent: null };
+
 function above(read: ReadEvent, steps: RunSteps, open: Set<string>): Above {
-  const ledBy: ReadEvent[] = [];
-  const seen = new Set([read.event.id]);
   let parentId = read.event.parentEventId ?? null;
-  for (let depth = 0; parentId !== null && depth < MAX_DEPTH && !seen.has(parentId); depth++) {
-    seen.add(parentId);
+  if (parentId === null) return NOTHING_ABOVE;
+  const ledBy: ReadEvent[] = [];
+  // the depth bound also ends a cycle of parent ids
+  for (let depth = 0; parentId !== null && depth < MAX_DEPTH; depth++) {
     const parent = steps.byId.get(parentId);
     if (!parent) return { failing: null, ledBy, handledBy: null, missingParent: parentId };
+    if (parent === read) break;
     if (open.has(parentId)) return { failing: parent, ledBy, handledBy: null, missingParent: null };
     if (runsAround(parent, read))
       return { failing: null, ledBy, handledBy: parent, missingParent: null };
@@ -87,6 +90,13 @@ function above(read: ReadEvent, steps: RunSteps, open: Set<string>): Above {
     parentId = parent.event.parentEventId ?? null;
   }
   return { failing: null, ledBy, handledBy: null, missingParent: null };
+}
+
+/** One chain, found: the failing steps from its top down to its root. */
+interface Path {
+  steps: ReadEvent[];
+  root: ReadEvent;
+  top: Above;
 }
 
 /** The run's failures as chains, leaving out those in `recovered`. */
@@ -113,66 +123,63 @@ export function collectFailures(
     }
   }
 
-  const chainFrom = (top: ReadEvent): FailureChain & { topLevel: boolean; rootIndex: number } => {
-    // down: the earliest failure below, again and again (the failures happened in that order)
-    const path: ReadEvent[] = [top];
+  // down from each top: the earliest failure below, again and again (they happened in that order)
+  const paths: Path[] = [];
+  for (const top of unrecovered) {
+    const topAbove = aboveOf.get(top.event.id)!;
+    if (topAbove.failing !== null) continue;
+    const path = [top];
     for (let depth = 0; depth < MAX_DEPTH; depth++) {
       const next = below.get(path.at(-1)!.event.id)?.[0];
       if (!next || path.includes(next)) break;
       path.push(next);
     }
-    const root = path.at(-1)!;
-    const upper = path.slice(0, -1).reverse();
+    paths.push({ steps: path, root: path.at(-1)!, top: topAbove });
+  }
+  paths.sort((a, b) => a.root.event.sequence - b.root.event.sequence);
+  const chosen = paths.find((p) => p.top.handledBy === null) ?? paths[0];
+
+  // the facts of a chain, made only for those listed (a run may hold thousands)
+  const chainOf = (path: Path): FailureChain => {
+    const { root, top } = path;
+    const upper = path.steps.slice(0, -1).reverse();
     let message: FailureChain['message'] = null;
     for (const r of [root, ...upper])
       if (r.event.errorMessage) {
         message = { text: r.event.errorMessage, from: r.event.sequence };
         break;
       }
-    const topAbove = aboveOf.get(top.event.id)!;
-    const topLevel = path.length === 1 && top.event.parentEventId == null;
+    const topLevel = path.steps.length === 1 && root.event.parentEventId == null;
     return {
       root: stepOf(root),
       above: upper.map(stepOf),
       message,
-      ledBy: path
-        .slice()
-        .reverse()
+      ledBy: [root, ...upper]
         .flatMap((r) => aboveOf.get(r.event.id)!.ledBy)
         .slice(0, MAX_LED_BY)
         .map(stepOf),
-      handledBy: topAbove.handledBy ? stepOf(topAbove.handledBy) : null,
-      missingParent: topAbove.missingParent,
-      reachedTop: topAbove.handledBy === null,
-      // filled in for the primary chain only: the facts stay small whatever the run
-      before: [],
-      topLevel,
-      rootIndex: root.index,
+      handledBy: top.handledBy ? stepOf(top.handledBy) : null,
+      missingParent: top.missingParent,
+      reachedTop: top.handledBy === null,
+      // for the primary chain only: the facts stay small whatever the run
+      before:
+        path === chosen && topLevel
+          ? steps.reads.slice(Math.max(0, root.index - 3), root.index).map(stepOf)
+          : [],
     };
   };
+  const chains = paths.slice(0, limit).map(chainOf);
+  const listed = chosen ? paths.indexOf(chosen) : -1;
+  const primary = !chosen ? null : listed < limit ? chains[listed]! : chainOf(chosen);
 
-  const found = unrecovered
-    .filter((r) => aboveOf.get(r.event.id)!.failing === null)
-    .map(chainFrom)
-    .sort((a, b) => a.root.sequence - b.root.sequence);
-  const chosen = found.find((c) => c.reachedTop) ?? found[0];
-  if (chosen?.topLevel)
-    chosen.before = steps.reads
-      .slice(Math.max(0, chosen.rootIndex - 3), chosen.rootIndex)
-      .map(stepOf);
-  const chains: FailureChain[] = found.map(({ topLevel: _t, rootIndex: _r, ...chain }) => chain);
-  const primary = chosen ? chains[found.indexOf(chosen)]! : null;
-
-  const inPrimary = new Set(
-    primary ? [primary.root.eventId, ...primary.above.map((s) => s.eventId)] : [],
-  );
+  const inPrimary = new Set(chosen?.steps.map((r) => r.event.id) ?? []);
   const others = unrecovered.filter((r) => !inPrimary.has(r.event.id));
   return {
     failed: failed.length,
     recovered: failed.length - open.size,
     unrecovered: open.size,
-    chains: chains.slice(0, limit),
-    moreChains: Math.max(0, chains.length - limit),
+    chains,
+    moreChains: Math.max(0, paths.length - limit),
     primary,
     others: others.slice(0, 10).map(stepOf),
     moreOthers: Math.max(0, others.length - 10),

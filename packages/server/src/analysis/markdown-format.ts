@@ -26,7 +26,10 @@ export const codeCell = (text: string | null) =>
 /** A block quote of agent text (summaries). */
 export const quote = (text: string) => agentMarkdown(text, 'quote', SUMMARY_CHARS);
 
-export const count = (n: number) => n.toLocaleString('en-US');
+const NUMBER = new Intl.NumberFormat('en-US');
+
+/** A count, grouped by thousands. */
+export const count = (n: number) => NUMBER.format(n);
 
 /** `n thing` or `n things`. */
 export const plural = (n: number, thing: string) => `${count(n)} ${thing}${n === 1 ? '' : 's'}`;

@@ -45,8 +45,9 @@ interface Streak {
 }
 
 function retryOf(group: ReadEvent[]): RetryFact | null {
+  if (group.length < 2) return null;
   const failed = group.filter(stepFailed);
-  if (group.length < 2 || failed.length === 0) return null;
+  if (failed.length === 0) return null;
   const last = group.at(-1)!;
   const recovered = !stepFailed(last);
   const input = operationOf(group[0]!)?.input;

@@ -33,6 +33,8 @@ export interface ReadEvent {
   reason: string | null;
   /** Position among the loaded events. */
   index: number;
+  /** Whether the step failed (see stepFailed), decided once when read. */
+  failed: boolean;
   /** What the step did, once computed (step-operation.ts); null when it cannot be compared. */
   operation?: Operation | null;
 }
@@ -50,13 +52,17 @@ export interface RunSteps {
 }
 
 function readPayload(event: Event, index: number, key: Buffer | undefined): ReadEvent {
-  if (!event.payloadEncrypted)
-    return { event, payload: event.payload, access: 'plain', reason: null, index };
-  if (!key) return { event, payload: undefined, access: 'unreadable', reason: 'no-key', index };
+  const read = (payload: Payload | undefined, access: PayloadAccess, reason: string | null) => {
+    const r: ReadEvent = { event, payload, access, reason, index, failed: false };
+    r.failed = failedStep(r);
+    return r;
+  };
+  if (!event.payloadEncrypted) return read(event.payload, 'plain', null);
+  if (!key) return read(undefined, 'unreadable', 'no-key');
   const opened = openPayloadEnvelope(event.payload, key);
   return opened.ok
-    ? { event, payload: opened.payload, access: 'decrypted', reason: null, index }
-    : { event, payload: undefined, access: 'unreadable', reason: opened.reason, index };
+    ? read(opened.payload, 'decrypted', null)
+    : read(undefined, 'unreadable', opened.reason);
 }
 
 /** The run's events read once: payloads opened with `masterKey` (in memory, for this only). */
@@ -135,7 +141,9 @@ export function stepOf(read: ReadEvent): StepFact {
  * Whether the step failed: its status says so, or what it reports does (a chain transaction
  * whose confirmation failed, an x402 payment that was not settled), whatever its status.
  */
-export function stepFailed(read: ReadEvent): boolean {
+export const stepFailed = (read: ReadEvent): boolean => read.failed;
+
+function failedStep(read: ReadEvent): boolean {
   if (read.event.status === 'error') return true;
   if (read.event.type === 'chain_tx') return str(read.payload, 'confirmation') === 'failed';
   if (read.event.type === 'x402_payment') return bool(read.payload, 'settled') === false;

@@ -9,19 +9,6 @@ import { subjectOf, type ReadEvent } from './run-steps.js';
  * them can be compared, so no retry or loop is ever claimed from them.
  */
 
-export interface Operation {
-  /** Equal for steps of one operation: the type and subject (`tool_call dex.getPrice`). */
-  key: string;
-  /** The subject, for text (`dex.getPrice`). */
-  name: string;
-  /** A digest of the canonical input. */
-  input: string;
-  /** A digest of the canonical output, or null when the step type has none. */
-  output: string | null;
-  /** The input, shortened, for quoting; only from plain payloads (decrypted ones are never quoted). */
-  quote: string | null;
-}
-
 /** What a step is in the run's flow: its action, the model's thinking, or a note. */
 export type StepRole = 'action' | 'thinking' | 'note';
 
@@ -34,42 +21,89 @@ const QUOTE_CHARS = 160;
 const digest = (text: string) =>
   text.length <= 128 ? text : `#${createHash('sha1').update(text).digest('base64')}`;
 
-function inputAndOutput(read: ReadEvent): [unknown, unknown] {
+function inputOf(read: ReadEvent): unknown {
   const p = read.payload;
   switch (read.event.type) {
     case 'llm_call':
-      return [obj(p, 'input')?.['messages'] ?? null, obj(p, 'output')?.['content'] ?? null];
+      return obj(p, 'input')?.['messages'] ?? null;
     case 'tool_call':
     case 'mcp_call':
-      return [p?.['input'] ?? null, p?.['output'] ?? null];
+      return p?.['input'] ?? null;
     case 'chain_tx':
       // a resend carries a new signature: the amount is what makes it the same transfer
-      return [{ lamports: str(p, 'lamports') }, undefined];
+      return { lamports: str(p, 'lamports') };
     case 'x402_payment':
-      return [{ amount: str(p, 'amount'), asset: str(p, 'asset') }, undefined];
+      return { amount: str(p, 'amount'), asset: str(p, 'asset') };
     default:
-      return [p?.['data'] ?? null, undefined];
+      return p?.['data'] ?? null;
   }
 }
 
-/** The step's operation (computed once per step), or null when it cannot be compared. */
-export function operationOf(read: ReadEvent): Operation | null {
-  if (read.operation === undefined) read.operation = computeOperation(read);
-  return read.operation;
+/** What came out, or undefined when the step type reports nothing comparable. */
+function outputOf(read: ReadEvent): unknown {
+  const p = read.payload;
+  switch (read.event.type) {
+    case 'llm_call':
+      return obj(p, 'output')?.['content'] ?? null;
+    case 'tool_call':
+    case 'mcp_call':
+      return p?.['output'] ?? null;
+    default:
+      return undefined;
+  }
 }
 
-function computeOperation(read: ReadEvent): Operation | null {
-  if (read.access === 'unreadable') return null;
-  const name = subjectOf(read);
-  if (name === null) return null;
-  const [input, output] = inputAndOutput(read);
-  const inputText = canonical(input);
-  const programId = read.event.type === 'chain_tx' ? (str(read.payload, 'programId') ?? '') : '';
-  return {
-    key: `${read.event.type} ${name} ${programId}`,
-    name,
-    input: digest(inputText),
-    output: output === undefined ? null : digest(canonical(output)),
-    quote: read.access === 'plain' ? shorten(inputText, QUOTE_CHARS) : null,
-  };
+/**
+ * What a step did. The operation's key is cheap and known at once; the input and output are
+ * serialised only when asked for (a run of 20,000 model calls compares their inputs only where
+ * one failed and was tried again).
+ */
+export class Operation {
+  private inputKey: string | undefined;
+  private outputKey: string | null | undefined;
+  private inputText: string | undefined;
+
+  constructor(
+    private readonly read: ReadEvent,
+    /** Equal for steps of one operation: the type and subject (`tool_call dex.getPrice`). */
+    readonly key: string,
+    /** The subject, for text (`dex.getPrice`). */
+    readonly name: string,
+  ) {}
+
+  private text(): string {
+    this.inputText ??= canonical(inputOf(this.read));
+    return this.inputText;
+  }
+
+  /** A digest of the canonical input. */
+  get input(): string {
+    this.inputKey ??= digest(this.text());
+    return this.inputKey;
+  }
+
+  /** A digest of the canonical output, or null when the step type has none. */
+  get output(): string | null {
+    if (this.outputKey === undefined) {
+      const output = outputOf(this.read);
+      this.outputKey = output === undefined ? null : digest(canonical(output));
+    }
+    return this.outputKey;
+  }
+
+  /** The input, shortened, for quoting; only from plain payloads (decrypted ones are never quoted). */
+  get quote(): string | null {
+    return this.read.access === 'plain' ? shorten(this.text(), QUOTE_CHARS) : null;
+  }
+}
+
+/** The step's operation (made once per step), or null when it cannot be compared. */
+export function operationOf(read: ReadEvent): Operation | null {
+  if (read.operation === undefined) {
+    const name = read.access === 'unreadable' ? null : subjectOf(read);
+    const programId = read.event.type === 'chain_tx' ? (str(read.payload, 'programId') ?? '') : '';
+    read.operation =
+      name === null ? null : new Operation(read, `${read.event.type} ${name} ${programId}`, name);
+  }
+  return read.operation;
 }
