@@ -28,6 +28,7 @@ import { StreamAccessGuard } from './live/stream-access-guard.js';
 import { QueueBudget } from './live/queue-budget.js';
 import { StreamRegistry } from './live/stream-registry.js';
 import { registerRequestMetrics } from './http/request-metrics.js';
+import { LifecycleSweeper } from './lifecycle/sweeper.js';
 import { FairAdmission } from './admission/fair-admission.js';
 import { registerFairAdmission } from './http/fair-admission-hook.js';
 import { serializeError } from './observability/log-error.js';
@@ -56,6 +57,8 @@ export interface FlightlogApp {
   streams: StreamRegistry;
   /** Ends the live streams of users who lost access (checks this instance's streams). */
   streamAccess: StreamAccessGuard;
+  /** The data lifecycle's background sweeper (abandoned runs, retention); stopped on close. */
+  lifecycle: LifecycleSweeper;
 }
 
 /** Where JSON log lines go (a pino destination). */
@@ -231,6 +234,13 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       minBytes: config.largeBodyBytes,
     },
   };
+  const lifecycle = new LifecycleSweeper({
+    store: store.lifecycle,
+    config: config.lifecycle,
+    live,
+    log: app.log,
+    onTimedOut: (count) => metrics.lifecycleRuns.inc({ action: 'timeout' }, count),
+  });
   await app.register(ingestRoutes, { ingest, apiKeys, metrics });
   await app.register(readRoutes, { store, identity });
   await app.register(agentRoutes, {
@@ -260,6 +270,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       bus,
       tokenGuesses: credentialGuesses(),
       onGuessRefused: () => metrics.adminTokenGuessesRefused.inc(),
+      lifecycle: { defaults: config.lifecycle },
     });
   await app.register(opsRoutes, { store, metrics, readyTimeoutMs: 2_000 });
   const dashboardAssets = dashboardAssetsDir();
@@ -275,7 +286,10 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   // Live streams never end by themselves: end them when closing begins, so the requests in
   // flight can drain.
   let accessStopped: Promise<void> | undefined;
+  let lifecycleStopped: Promise<void> | undefined;
   app.addHook('preClose', async () => {
+    // the pass in progress ends after its current statement, before the store goes away
+    lifecycleStopped = lifecycle.stop();
     // requests waiting for a slot are answered 503 now, so the ones in flight can drain
     admission.close();
     accessStopped = streamAccess.stop();
@@ -286,6 +300,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     await largeBodies?.close();
     // a check in flight finishes before the store goes away
     await (accessStopped ?? streamAccess.stop());
+    await (lifecycleStopped ?? lifecycle.stop());
     // batches answered just before closing still reach their streams (each bounded by the
     // publish timeout)
     await live.drained();
@@ -293,5 +308,6 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     if (deps.closeStoreOnClose !== false) await store.close();
   });
   streamAccess.start();
-  return { app, metrics, apiKeys, identity, bus, streams, streamAccess };
+  lifecycle.start();
+  return { app, metrics, apiKeys, identity, bus, streams, streamAccess, lifecycle };
 }

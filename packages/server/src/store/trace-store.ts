@@ -177,12 +177,15 @@ written AS (
     trace_hash = EXCLUDED.trace_hash,
     -- set from the dashboard: a client snapshot (always null) must not unshare the trace
     share_token = COALESCE(EXCLUDED.share_token, traces.share_token),
+    timed_out_at = NULL,
     updated_at = now()
   -- another agent's trace: reported below, and the statement fails; never an older snapshot
-  -- (fewer events, or running again after the run ended)
+  -- (fewer events, or running again after the run ended, unless the sweeper ended it: the
+  -- client's word that it is alive wins over the sweeper's guess that it was abandoned)
   WHERE traces.agent_id <> EXCLUDED.agent_id
      OR (EXCLUDED.event_count >= traces.event_count
-         AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running'))
+         AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running'
+                  AND traces.timed_out_at IS NULL))
   -- the subquery reads the statement's snapshot: the row before this write (null when new)
   RETURNING traces.id, traces.agent_id, traces.status,
             (SELECT t0.status FROM traces t0 WHERE t0.id = traces.id) AS previous_status
@@ -253,6 +256,7 @@ updated AS (
       COALESCE($4::timestamptz, GREATEST(now(), t.started_at)) - t.started_at)) * 1000,
     output_summary = CASE WHEN $5 THEN $6 ELSE t.output_summary END,
     error_message = CASE WHEN $7 THEN $8 ELSE t.error_message END,
+    timed_out_at = NULL,
     updated_at = now()
   FROM target
   WHERE t.id = target.id AND NOT target.ends_before_start
