@@ -29,6 +29,8 @@ import { QueueBudget } from './live/queue-budget.js';
 import { StreamRegistry } from './live/stream-registry.js';
 import { registerRequestMetrics } from './http/request-metrics.js';
 import { LifecycleSweeper } from './lifecycle/sweeper.js';
+import type { RunDeletionContext } from './lifecycle/run-deletion.js';
+import { lifecycleRoutes } from './http/lifecycle-routes.js';
 import { FairAdmission } from './admission/fair-admission.js';
 import { registerFairAdmission } from './http/fair-admission-hook.js';
 import { serializeError } from './observability/log-error.js';
@@ -238,9 +240,18 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     store: store.lifecycle,
     config: config.lifecycle,
     live,
+    bus,
     log: app.log,
     onTimedOut: (count) => metrics.lifecycleRuns.inc({ action: 'timeout' }, count),
   });
+  const deletion: RunDeletionContext = {
+    store: store.lifecycle,
+    bus,
+    tombstoneMs: config.lifecycle.tombstoneMs,
+    rowsPerStatement: config.lifecycle.sweepRows,
+  };
+  const onRunDeleted = () => metrics.lifecycleRuns.inc({ action: 'deleted' });
+  await app.register(lifecycleRoutes, { identity, deletion, onRunDeleted });
   await app.register(ingestRoutes, { ingest, apiKeys, metrics });
   await app.register(readRoutes, { store, identity });
   await app.register(agentRoutes, {
@@ -270,7 +281,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       bus,
       tokenGuesses: credentialGuesses(),
       onGuessRefused: () => metrics.adminTokenGuessesRefused.inc(),
-      lifecycle: { defaults: config.lifecycle },
+      lifecycle: { defaults: config.lifecycle, deletion, onRunDeleted },
     });
   await app.register(opsRoutes, { store, metrics, readyTimeoutMs: 2_000 });
   const dashboardAssets = dashboardAssetsDir();

@@ -4,12 +4,17 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { FlightlogError } from '../errors/flightlog-error.js';
 import { changeLifecycleSettings, readLifecycleSettings } from '../lifecycle/agent-settings.js';
 import { RUN_TIMEOUT_MAX_MS, type LifecycleConfig } from '../lifecycle/lifecycle-config.js';
+import { deleteRun, type RunDeletionContext } from '../lifecycle/run-deletion.js';
 import type { Store } from '../store/open-store.js';
+import { deletionAnswered } from './lifecycle-routes.js';
 
 export interface LifecycleAdminRoutesOptions {
   store: Store;
   /** The server's defaults, which an agent's null settings take. */
   defaults: LifecycleConfig;
+  deletion: RunDeletionContext;
+  /** Told of each run deleted (metrics). */
+  onRunDeleted?: () => void;
 }
 
 const AgentParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
@@ -22,17 +27,45 @@ export const LifecycleSettingsSchema = Type.Object({
   effective: Type.Object({ runTimeoutMs: Nullable(Type.Integer()) }),
 });
 
-const problems = { 400: ProblemSchema, 401: ProblemSchema, 404: ProblemSchema, 429: ProblemSchema };
+const problems = {
+  400: ProblemSchema,
+  401: ProblemSchema,
+  404: ProblemSchema,
+  429: ProblemSchema,
+};
 const noAgent = () => new FlightlogError('not-found', 'No agent with this id.');
 
 /**
- * The data lifecycle in the admin API: an agent's run time-out. Registered inside adminRoutes,
- * whose admin token check it shares.
+ * The data lifecycle in the admin API: an agent's run time-out, deleting a run. Registered
+ * inside adminRoutes, whose admin token check it shares.
  */
 export const lifecycleAdminRoutes: FastifyPluginAsyncTypebox<LifecycleAdminRoutesOptions> = async (
   app,
-  { store, defaults },
+  { store, defaults, deletion, onRunDeleted },
 ) => {
+  app.delete(
+    '/admin/v1/traces/:id',
+    {
+      schema: {
+        summary:
+          "Delete any agent's run everywhere it is stored: events, analysis, live replay; a " +
+          'batch of it arriving later does not write it back',
+        params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
+      },
+    },
+    async (request, reply) => {
+      const outcome = await deleteRun(deletion, { kind: 'admin' }, request.params.id);
+      if (outcome.kind === 'live-not-cleared')
+        request.log.warn(
+          { err: outcome.error, agentId: outcome.agentId },
+          'live buffer not cleared',
+        );
+      deletionAnswered(outcome);
+      onRunDeleted?.();
+      return reply.code(204).send();
+    },
+  );
+
   app.get(
     '/admin/v1/agents/:id/lifecycle',
     {

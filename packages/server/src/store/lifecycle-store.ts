@@ -1,4 +1,6 @@
 import type { Trace } from '@flightlog/protocol';
+import type { MemberRole } from './agent-store.js';
+import { deleteRunsInSteps } from './run-rows.js';
 import type { SqlClient } from './sql-client.js';
 import { TRACE_COLUMNS, traceFromRow, type TraceRow } from './trace-rows.js';
 
@@ -74,6 +76,23 @@ FROM ended n
 WHERE t.id = n.id
 RETURNING ${TRACE_COLUMNS}`;
 
+/** Who holds a run (or held it, within its tombstone) and the asking user's role there. */
+export interface RunHolder {
+  agentId: string;
+  /** The user's role on the agent; null without one (or when no user asked). */
+  role: MemberRole | null;
+  /** Only a tombstone is left: the run was deleted (its deletion may still be finishing). */
+  deleted: boolean;
+}
+
+/** A deleted run whose deletion is not finished: rows left, or the live buffer not cleared. */
+export interface UnfinishedDeletion {
+  agentId: string;
+  traceId: string;
+  rowsDeleted: boolean;
+  liveCleared: boolean;
+}
+
 /** Runs ended per statement of timeOut (each reads up to 100 events of each run). */
 const TIME_OUT_SLICE = 100;
 
@@ -121,6 +140,101 @@ export class LifecycleStore {
       ended.push(...rows.map(traceFromRow));
     }
     return ended;
+  }
+
+  /**
+   * The agents that hold the run `traceId` now, or held it within their tombstone (at most one
+   * of each: trace ids are global), the live run first, with `userId`'s role on each.
+   */
+  async runHolders(traceId: string, userId: string | null): Promise<RunHolder[]> {
+    return this.sql.query<RunHolder>(
+      `SELECT h.agent_id AS "agentId", h.deleted, m.role
+       FROM (
+         SELECT t.agent_id, false AS deleted FROM traces t WHERE t.id = $1
+         UNION ALL
+         SELECT d.agent_id, true FROM trace_tombstones d
+         WHERE d.trace_id = $1 AND d.expires_at > now()
+       ) h
+       LEFT JOIN members m ON m.agent_id = h.agent_id AND m.user_id = $2
+       ORDER BY h.deleted, h.agent_id`,
+      [traceId, userId],
+    );
+  }
+
+  /**
+   * Refuses the run to its agent's batches for `ttlMs` from now, before any of its rows goes:
+   * from the commit on, a batch of it writes nothing (see WRITE_BATCH in trace-store.ts).
+   */
+  async tombstone(agentId: string, traceId: string, ttlMs: number): Promise<void> {
+    await this.sql.query(
+      `INSERT INTO trace_tombstones (trace_id, agent_id, expires_at)
+       VALUES ($1, $2, now() + $3::bigint * interval '1 millisecond')
+       ON CONFLICT (trace_id, agent_id) DO UPDATE SET
+         deleted_at = now(), expires_at = EXCLUDED.expires_at,
+         rows_deleted = false, live_cleared = false`,
+      [traceId, agentId, ttlMs],
+    );
+  }
+
+  /**
+   * Deletes the run's rows: its events `rows` at a time, each statement its own short
+   * transaction with a turn of the event loop between (a run may hold a million events), then
+   * the run itself with its analysis jobs, then marks its tombstone done. Returns the events
+   * deleted. Safe to repeat, and to run beside a batch of the run (what that writes goes with
+   * the run's row).
+   */
+  async deleteRunRows(agentId: string, traceId: string, rows: number): Promise<number> {
+    const { events } = await deleteRunsInSteps(this.sql, agentId, [traceId], rows);
+    await this.sql.query(
+      'UPDATE trace_tombstones SET rows_deleted = true WHERE trace_id = $1 AND agent_id = $2',
+      [traceId, agentId],
+    );
+    return events;
+  }
+
+  /** The live buffer no longer shows the run. */
+  async markLiveCleared(agentId: string, traceId: string): Promise<void> {
+    await this.sql.query(
+      'UPDATE trace_tombstones SET live_cleared = true WHERE trace_id = $1 AND agent_id = $2',
+      [traceId, agentId],
+    );
+  }
+
+  /**
+   * Deletions to finish, oldest first: a deletion cut short (the process stopped, the store
+   * failed), a live buffer that could not be cleared, or, among those of the last `recentMs`, a
+   * run a batch wrote back (on PostgreSQL a batch whose statement began before the tombstone's
+   * commit does not see it).
+   */
+  async unfinishedDeletions(limit: number, recentMs: number): Promise<UnfinishedDeletion[]> {
+    return this.sql.query<UnfinishedDeletion>(
+      `SELECT d.agent_id AS "agentId", d.trace_id AS "traceId",
+              d.rows_deleted AS "rowsDeleted", d.live_cleared AS "liveCleared"
+       FROM trace_tombstones d
+       WHERE NOT (d.rows_deleted AND d.live_cleared) AND d.expires_at > now()
+       UNION
+       SELECT d.agent_id, d.trace_id, false, d.live_cleared
+       FROM trace_tombstones d
+       JOIN traces t ON t.id = d.trace_id AND t.agent_id = d.agent_id
+       WHERE d.deleted_at > now() - $2::bigint * interval '1 millisecond'
+       LIMIT $1`,
+      [limit, recentMs],
+    );
+  }
+
+  /** Forgets up to `limit` tombstones past their time whose rows are gone; returns how many. */
+  async expireTombstones(limit: number): Promise<number> {
+    const [row] = await this.sql.query<{ n: number }>(
+      `WITH gone AS (
+         DELETE FROM trace_tombstones WHERE (trace_id, agent_id) IN (
+           SELECT d.trace_id, d.agent_id FROM trace_tombstones d
+           WHERE d.expires_at <= now() AND d.rows_deleted
+           LIMIT $1)
+         RETURNING 1)
+       SELECT count(*)::int AS n FROM gone`,
+      [limit],
+    );
+    return row?.n ?? 0;
   }
 
   /** The agent's own settings; undefined when there is no such agent. */
