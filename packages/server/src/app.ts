@@ -242,7 +242,13 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     live,
     bus,
     log: app.log,
+    engine: store.engine,
     onTimedOut: (count) => metrics.lifecycleRuns.inc({ action: 'timeout' }, count),
+    onExpired: (sweep) => metrics.lifecycleRuns.inc({ action: 'expired' }, sweep.runs),
+    onPass: (report) => {
+      metrics.lifecycleSweepSeconds.inc({ part: 'work' }, report.workMs / 1000);
+      metrics.lifecycleSweepSeconds.inc({ part: 'elapsed' }, report.elapsedMs / 1000);
+    },
   });
   const deletion: RunDeletionContext = {
     store: store.lifecycle,

@@ -21,7 +21,7 @@ import { storeAdministration } from './cli/store-administration.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { runDemo } from './demo.js';
 import type { LifecycleSettingsChange } from './lifecycle/agent-settings.js';
-import { RUN_TIMEOUT_MAX_MS } from './lifecycle/lifecycle-config.js';
+import { RETENTION_MAX_DAYS, RUN_TIMEOUT_MAX_MS } from './lifecycle/lifecycle-config.js';
 import { LOCAL_OPERATOR, readLocalSecret } from './first-run/local-secret.js';
 import { serveIdentity } from './first-run/serve-identity.js';
 import { startUpBanner } from './first-run/start-up-banner.js';
@@ -42,9 +42,10 @@ Commands:
   migrate                                     apply pending database migrations
   agent create [--id ID] [--name NAME]        create an agent; prints agentId, apiKey, verifyToken
   agent delete ID                             delete an agent with its keys, members and traces
-  agent lifecycle ID [--run-timeout-ms MS|default]
-                                              show or change an agent's run time-out (0: never;
-                                              default: RUN_TIMEOUT_MS)
+  agent lifecycle ID [--run-timeout-ms MS|default] [--retention-days DAYS|default]
+                                              show or change an agent's run time-out and
+                                              retention (0: never; default: RUN_TIMEOUT_MS,
+                                              RETENTION_DAYS)
   key create --agent ID                       issue another API key for an agent
   key revoke KEY_ID                           revoke an API key
   member grant --agent ID --user SUB --role owner|editor|viewer
@@ -81,7 +82,7 @@ function ttlSeconds(value: string | undefined, fallback: number): number {
   return ttl;
 }
 
-/** `--run-timeout-ms`: a whole number, or `default` (null: the server's default). */
+/** `--run-timeout-ms`, `--retention-days`: a whole number, or `default` (null: the server's). */
 function settingValue(
   value: string | undefined,
   flag: string,
@@ -96,13 +97,22 @@ function settingValue(
 
 function lifecycleChange(values: {
   'run-timeout-ms'?: string | undefined;
+  'retention-days'?: string | undefined;
 }): LifecycleSettingsChange {
   const runTimeoutMs = settingValue(
     values['run-timeout-ms'],
     '--run-timeout-ms',
     RUN_TIMEOUT_MAX_MS,
   );
-  return runTimeoutMs === undefined ? {} : { runTimeoutMs };
+  const retentionDays = settingValue(
+    values['retention-days'],
+    '--retention-days',
+    RETENTION_MAX_DAYS,
+  );
+  return {
+    ...(runTimeoutMs === undefined ? {} : { runTimeoutMs }),
+    ...(retentionDays === undefined ? {} : { retentionDays }),
+  };
 }
 
 function warn(message: string): void {
@@ -271,6 +281,7 @@ async function main(argv: string[]): Promise<void> {
       help: { type: 'boolean', short: 'h' },
       once: { type: 'boolean' },
       'run-timeout-ms': { type: 'string' },
+      'retention-days': { type: 'string' },
     },
   });
   const [command = 'serve', sub] = positionals;

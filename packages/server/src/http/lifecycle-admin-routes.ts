@@ -3,7 +3,11 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { FlightlogError } from '../errors/flightlog-error.js';
 import { changeLifecycleSettings, readLifecycleSettings } from '../lifecycle/agent-settings.js';
-import { RUN_TIMEOUT_MAX_MS, type LifecycleConfig } from '../lifecycle/lifecycle-config.js';
+import {
+  RETENTION_MAX_DAYS,
+  RUN_TIMEOUT_MAX_MS,
+  type LifecycleConfig,
+} from '../lifecycle/lifecycle-config.js';
 import { deleteRun, type RunDeletionContext } from '../lifecycle/run-deletion.js';
 import type { Store } from '../store/open-store.js';
 import { deletionAnswered } from './lifecycle-routes.js';
@@ -24,7 +28,11 @@ const Nullable = <T extends ReturnType<typeof Type.Integer>>(schema: T) =>
 export const LifecycleSettingsSchema = Type.Object({
   agentId: Type.String(),
   runTimeoutMs: Nullable(Type.Integer()),
-  effective: Type.Object({ runTimeoutMs: Nullable(Type.Integer()) }),
+  retentionDays: Nullable(Type.Integer()),
+  effective: Type.Object({
+    runTimeoutMs: Nullable(Type.Integer()),
+    retentionDays: Nullable(Type.Integer()),
+  }),
 });
 
 const problems = {
@@ -36,7 +44,7 @@ const problems = {
 const noAgent = () => new FlightlogError('not-found', 'No agent with this id.');
 
 /**
- * The data lifecycle in the admin API: an agent's run time-out, deleting a run. Registered
+ * The data lifecycle in the admin API: an agent's run time-out and retention, deleting a run. Registered
  * inside adminRoutes, whose admin token check it shares.
  */
 export const lifecycleAdminRoutes: FastifyPluginAsyncTypebox<LifecycleAdminRoutesOptions> = async (
@@ -70,7 +78,9 @@ export const lifecycleAdminRoutes: FastifyPluginAsyncTypebox<LifecycleAdminRoute
     '/admin/v1/agents/:id/lifecycle',
     {
       schema: {
-        summary: "An agent's run time-out: its own (null: the server's default) and in force",
+        summary:
+          "An agent's run time-out and retention: its own (null: the server's default) and " +
+          'in force',
         params: AgentParams,
         response: { 200: LifecycleSettingsSchema, ...problems },
       },
@@ -87,13 +97,16 @@ export const lifecycleAdminRoutes: FastifyPluginAsyncTypebox<LifecycleAdminRoute
     {
       schema: {
         summary:
-          "Change an agent's run time-out (ms without a batch; 0: never; null: the server's " +
-          'default); absent fields stay as they are',
+          "Change an agent's run time-out (ms without a batch) or retention (days): 0 never, " +
+          "null the server's default; absent fields stay as they are",
         params: AgentParams,
         body: Type.Object(
           {
             runTimeoutMs: Type.Optional(
               Nullable(Type.Integer({ minimum: 0, maximum: RUN_TIMEOUT_MAX_MS })),
+            ),
+            retentionDays: Type.Optional(
+              Nullable(Type.Integer({ minimum: 0, maximum: RETENTION_MAX_DAYS })),
             ),
           },
           { additionalProperties: false },

@@ -8,28 +8,37 @@ import type { LifecycleConfig } from './lifecycle-config.js';
 export interface LifecycleSettings {
   agentId: string;
   runTimeoutMs: number | null;
+  retentionDays: number | null;
   effective: {
     /** Milliseconds without a batch after which a running run becomes `timeout`; null: never. */
     runTimeoutMs: number | null;
+    /** Days a run is kept after its start and its last batch; null: forever. */
+    retentionDays: number | null;
   };
 }
 
 /** A change of settings: an absent field stays as it is, null returns to the default. */
 export interface LifecycleSettingsChange {
   runTimeoutMs?: number | null;
+  retentionDays?: number | null;
 }
 
-export type LifecycleDefaults = Pick<LifecycleConfig, 'runTimeoutMs'>;
+export type LifecycleDefaults = Pick<LifecycleConfig, 'runTimeoutMs' | 'retentionDays'>;
 
 export function settingsView(
   row: AgentLifecycleRow,
   defaults: LifecycleDefaults,
 ): LifecycleSettings {
   const runTimeoutMs = row.runTimeoutMs ?? defaults.runTimeoutMs;
+  const retentionDays = row.retentionDays ?? defaults.retentionDays ?? 0;
   return {
     agentId: row.agentId,
     runTimeoutMs: row.runTimeoutMs,
-    effective: { runTimeoutMs: runTimeoutMs > 0 ? runTimeoutMs : null },
+    retentionDays: row.retentionDays,
+    effective: {
+      runTimeoutMs: runTimeoutMs > 0 ? runTimeoutMs : null,
+      retentionDays: retentionDays > 0 ? retentionDays : null,
+    },
   };
 }
 

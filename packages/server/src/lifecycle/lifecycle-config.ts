@@ -20,6 +20,12 @@ export interface LifecycleConfig {
    * (`LIFECYCLE_SWEEP_ROWS`): each is a short transaction of its own, between which ingest runs.
    */
   sweepRows: number;
+  /**
+   * The share of the store's time the sweeper takes at most, in percent
+   * (`LIFECYCLE_SWEEP_DUTY_PERCENT`): after each statement it waits in proportion (pacer.ts).
+   * Undefined: 10 on PGlite (one engine for everything), 50 on PostgreSQL.
+   */
+  sweepDutyPercent: number | undefined;
 }
 
 export const RUN_TIMEOUT_MAX_MS = 30 * 24 * 3_600_000;
@@ -52,5 +58,10 @@ export function lifecycleConfig(env: Env): LifecycleConfig {
     tombstoneMs: whole(env, 'DELETED_RUN_TOMBSTONE_MS', 86_400_000, 60_000, 365 * 86_400_000),
     sweepIntervalMs: whole(env, 'LIFECYCLE_SWEEP_MS', 60_000, 0, 86_400_000),
     sweepRows: whole(env, 'LIFECYCLE_SWEEP_ROWS', 1_000, 10, 100_000),
+    sweepDutyPercent:
+      env.LIFECYCLE_SWEEP_DUTY_PERCENT?.trim() === undefined ||
+      env.LIFECYCLE_SWEEP_DUTY_PERCENT.trim() === ''
+        ? undefined
+        : whole(env, 'LIFECYCLE_SWEEP_DUTY_PERCENT', 0, 1, 100),
   };
 }

@@ -36,6 +36,8 @@ interface Entry {
   messages: LiveMessage[];
   /** Items the batch was published with: message `<id>-k` exists for k below it, or did. */
   items: number;
+  /** When it was published (ms since the epoch). */
+  at: number;
   /** Memory held, about: what the total budget counts. */
   bytes: number;
   /** Characters of JSON (its bytes, for ASCII): what the per-agent budget counts, as on Redis. */
@@ -103,6 +105,7 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
         id,
         messages,
         items: messages.length,
+        at: Date.now(),
         bytes: data.reduce((sum, d) => sum + sizeOf(d), 0),
         json: data.reduce((sum, d) => sum + d.length, 0),
       };
@@ -179,9 +182,12 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
     async forget(agentId) {
       for (const entry of [...(buffers.get(agentId)?.values() ?? [])]) drop(entry);
     },
-    async forgetTraces(agentId, traceIds) {
+    async forgetTraces(agentId, traceIds, hint) {
+      const buffer = buffers.get(agentId);
+      // every batch buffered came after the traces' last one: none of theirs is here
+      if (!buffer || (hint && (oldest(buffer) as Entry).at > hint.lastBatchBefore)) return;
       const gone = new Set(traceIds);
-      for (const entry of [...(buffers.get(agentId)?.values() ?? [])]) {
+      for (const entry of [...buffer.values()]) {
         const kept = entry.messages.filter(
           (m) => m.event !== undefined || !gone.has(itemTraceId(m.data) ?? ''),
         );

@@ -762,11 +762,17 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       for (const batch of backlog.removeAgent(agentId)) batch.resolve([]);
       await scripts.forget(agentId);
     },
-    async forgetTraces(agentId, traceIds) {
+    async forgetTraces(agentId, traceIds, hint) {
       const gone = new Set(traceIds);
       const deleted = (data: string) => gone.has(itemTraceId(data) ?? '');
       // batches still waiting for Redis lose those items before they are written
       for (const batch of backlog.shrink(agentId, (data) => !deleted(data))) batch.resolve([]);
+      if (hint) {
+        // an entry's id is the time it was written: every entry newer than the traces' last
+        // batch means none of theirs is left (rebuilt entries have older ids: they are looked at)
+        const [first] = (await commands.xrange(key(agentId), '-', '+', 'COUNT', 1)) as Entry[];
+        if (!first || Number(first[0].split('-')[0]) > hint.lastBatchBefore) return;
+      }
       // then the stream: read page by page (the items' trace ids are read here, not in Lua),
       // and rewritten once, atomically, only when it holds any of them
       const drops: string[] = [];

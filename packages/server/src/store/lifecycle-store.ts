@@ -1,6 +1,6 @@
 import type { Trace } from '@flightlog/protocol';
 import type { MemberRole } from './agent-store.js';
-import { deleteRunsInSteps } from './run-rows.js';
+import { deleteRunsInSteps, type BetweenStatements } from './run-rows.js';
 import type { SqlClient } from './sql-client.js';
 import { TRACE_COLUMNS, traceFromRow, type TraceRow } from './trace-rows.js';
 
@@ -8,7 +8,17 @@ import { TRACE_COLUMNS, traceFromRow, type TraceRow } from './trace-rows.js';
 export interface AgentLifecycleRow {
   agentId: string;
   runTimeoutMs: number | null;
+  retentionDays: number | null;
 }
+
+/** An agent whose runs expire, and after how many days. */
+export interface AgentRetention {
+  agentId: string;
+  days: number;
+}
+
+/** Where a walk of an agent's expired runs stopped: the last run's start (microseconds) and id. */
+export type StartPosition = [startedAt: string, id: string];
 
 /** Where a walk of the running runs stopped: the last row's last batch (microseconds) and id. */
 export type RunningPosition = [updatedAt: string, id: string];
@@ -70,8 +80,8 @@ UPDATE traces t SET
   status = 'timeout',
   ended_at = n.ended_at,
   duration_ms = EXTRACT(EPOCH FROM (n.ended_at - t.started_at)) * 1000,
-  timed_out_at = now(),
-  updated_at = now()
+  -- updated_at stays the time of the run's last batch: retention counts from it
+  timed_out_at = now()
 FROM ended n
 WHERE t.id = n.id
 RETURNING ${TRACE_COLUMNS}`;
@@ -183,8 +193,13 @@ export class LifecycleStore {
    * deleted. Safe to repeat, and to run beside a batch of the run (what that writes goes with
    * the run's row).
    */
-  async deleteRunRows(agentId: string, traceId: string, rows: number): Promise<number> {
-    const { events } = await deleteRunsInSteps(this.sql, agentId, [traceId], rows);
+  async deleteRunRows(
+    agentId: string,
+    traceId: string,
+    rows: number,
+    between?: BetweenStatements,
+  ): Promise<number> {
+    const { events } = await deleteRunsInSteps(this.sql, agentId, [traceId], rows, between);
     await this.sql.query(
       'UPDATE trace_tombstones SET rows_deleted = true WHERE trace_id = $1 AND agent_id = $2',
       [traceId, agentId],
@@ -239,35 +254,105 @@ export class LifecycleStore {
 
   /** The agent's own settings; undefined when there is no such agent. */
   async settings(agentId: string): Promise<AgentLifecycleRow | undefined> {
-    const [row] = await this.sql.query<{ agentId: string; runTimeoutMs: string | number | null }>(
-      'SELECT id AS "agentId", run_timeout_ms AS "runTimeoutMs" FROM agents WHERE id = $1',
+    const [row] = await this.sql.query<SettingsRow>(
+      `SELECT ${SETTINGS_COLUMNS} FROM agents WHERE id = $1`,
       [agentId],
     );
     return row && settingsFromRow(row);
   }
 
+  /**
+   * A page of the agents whose runs expire (their own retention, or `defaultDays` when they have
+   * none; 0 is forever), in id order after `after`.
+   */
+  async retentionPage(
+    defaultDays: number,
+    after: string,
+    limit: number,
+  ): Promise<AgentRetention[]> {
+    return this.sql.query<AgentRetention>(
+      `SELECT a.id AS "agentId", COALESCE(a.retention_days, $1::int) AS days
+       FROM agents a
+       WHERE COALESCE(a.retention_days, $1::int) > 0 AND a.id > $2
+       ORDER BY a.id
+       LIMIT $3`,
+      [defaultDays, after, limit],
+    );
+  }
+
+  /**
+   * One step of the walk of an agent's expired runs, oldest start first from `after` on: runs
+   * that both started and last changed more than `days` days ago (a run started long ago that
+   * is still sending batches is kept). A range of traces_agent_started_idx.
+   */
+  async expiredRuns(
+    agentId: string,
+    days: number,
+    after: StartPosition,
+    limit: number,
+  ): Promise<{ id: string; at: string; expired: boolean; lastBatchMs: number }[]> {
+    return this.sql.query(
+      `SELECT t.id,
+         to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "at",
+         t.updated_at < now() - $2::int * interval '1 day' AS expired,
+         -- the last live message of the run: its last batch, or the sweeper's timeout
+         (extract(epoch FROM GREATEST(t.updated_at, t.timed_out_at)) * 1000)::float8
+           AS "lastBatchMs"
+       FROM traces t
+       WHERE t.agent_id = $1 AND t.started_at < now() - $2::int * interval '1 day'
+         AND (t.started_at, t.id) > ($3::timestamptz, $4::text)
+       ORDER BY t.started_at, t.id
+       LIMIT $5`,
+      [agentId, days, after[0], after[1], limit],
+    );
+  }
+
+  /** Deletes the agent's runs `traceIds` in bounded statements (see run-rows.ts). */
+  deleteRuns(
+    agentId: string,
+    traceIds: readonly string[],
+    rows: number,
+    between?: BetweenStatements,
+  ): Promise<{ runs: number; events: number }> {
+    return deleteRunsInSteps(this.sql, agentId, traceIds, rows, between);
+  }
+
   /** Changes the settings given (undefined leaves one as it is); undefined when no such agent. */
   async changeSettings(
     agentId: string,
-    change: { runTimeoutMs?: number | null },
+    change: { runTimeoutMs?: number | null; retentionDays?: number | null },
   ): Promise<AgentLifecycleRow | undefined> {
-    const [row] = await this.sql.query<{ agentId: string; runTimeoutMs: string | number | null }>(
+    const [row] = await this.sql.query<SettingsRow>(
       `UPDATE agents SET
-         run_timeout_ms = CASE WHEN $2 THEN $3::bigint ELSE run_timeout_ms END
+         run_timeout_ms = CASE WHEN $2 THEN $3::bigint ELSE run_timeout_ms END,
+         retention_days = CASE WHEN $4 THEN $5::int ELSE retention_days END
        WHERE id = $1
-       RETURNING id AS "agentId", run_timeout_ms AS "runTimeoutMs"`,
-      [agentId, change.runTimeoutMs !== undefined, change.runTimeoutMs ?? null],
+       RETURNING ${SETTINGS_COLUMNS}`,
+      [
+        agentId,
+        change.runTimeoutMs !== undefined,
+        change.runTimeoutMs ?? null,
+        change.retentionDays !== undefined,
+        change.retentionDays ?? null,
+      ],
     );
     return row && settingsFromRow(row);
   }
 }
 
-function settingsFromRow(row: {
+const SETTINGS_COLUMNS = `id AS "agentId", run_timeout_ms AS "runTimeoutMs",
+  retention_days AS "retentionDays"`;
+
+interface SettingsRow {
   agentId: string;
   runTimeoutMs: string | number | null;
-}): AgentLifecycleRow {
+  retentionDays: number | null;
+}
+
+function settingsFromRow(row: SettingsRow): AgentLifecycleRow {
   return {
     agentId: row.agentId,
     runTimeoutMs: row.runTimeoutMs === null ? null : Number(row.runTimeoutMs),
+    retentionDays: row.retentionDays,
   };
 }

@@ -10,6 +10,12 @@ import type { SqlClient } from './sql-client.js';
 
 const yieldTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
+/**
+ * What runs between two statements of a deletion, told how long the last one took: a turn of
+ * the event loop by default; the sweeper paces itself with it (see lifecycle/pacer.ts).
+ */
+export type BetweenStatements = (statementMs: number) => Promise<void>;
+
 /** Runs whose ids one statement lists at most (their events are still deleted `rows` at a time). */
 export const RUNS_PER_STEP = 100;
 
@@ -23,9 +29,11 @@ export async function deleteRunsInSteps(
   agentId: string,
   traceIds: readonly string[],
   rows: number,
+  between: BetweenStatements = yieldTurn,
 ): Promise<{ runs: number; events: number }> {
   let events = 0;
   for (;;) {
+    const started = performance.now();
     const [gone] = await sql.query<{ n: number }>(
       `WITH gone AS (
          DELETE FROM events WHERE id IN (
@@ -37,15 +45,17 @@ export async function deleteRunsInSteps(
     );
     const n = gone?.n ?? 0;
     events += n;
+    await between(performance.now() - started);
     if (n < rows) break;
-    await yieldTurn();
   }
+  const started = performance.now();
   const [runs] = await sql.query<{ n: number }>(
     `WITH gone AS (
        DELETE FROM traces WHERE id = ANY($1::text[]) AND agent_id = $2 RETURNING 1)
      SELECT count(*)::int AS n FROM gone`,
     [traceIds, agentId],
   );
+  await between(performance.now() - started);
   return { runs: runs?.n ?? 0, events };
 }
 

@@ -56,6 +56,23 @@ describeEngines('flightlog agent lifecycle [%s]', (engine) => {
     );
     expect(JSON.parse(reset.stdout)).toMatchObject({ runTimeoutMs: null });
 
+    const retained = await runCli(
+      ['agent', 'lifecycle', 'lc-agent', '--retention-days', '30', '--run-timeout-ms', '60000'],
+      env,
+    );
+    expect(retained.code, retained.stderr).toBe(0);
+    expect(JSON.parse(retained.stdout)).toEqual({
+      agentId: 'lc-agent',
+      runTimeoutMs: 60_000,
+      retentionDays: 30,
+      effective: { runTimeoutMs: 60_000, retentionDays: 30 },
+    });
+    const forever = await runCli(['agent', 'lifecycle', 'lc-agent', '--retention-days', '0'], env);
+    expect(JSON.parse(forever.stdout)).toMatchObject({
+      retentionDays: 0,
+      effective: { retentionDays: null },
+    });
+
     const bad = await runCli(['agent', 'lifecycle', 'lc-agent', '--run-timeout-ms', 'soon'], env);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('--run-timeout-ms must be a whole number');

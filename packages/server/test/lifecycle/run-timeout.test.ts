@@ -102,7 +102,8 @@ describeEngines('abandoned runs end as timeout [%s]', (engine) => {
       expect(res.body).toEqual({
         agentId: who.agentId,
         runTimeoutMs,
-        effective: { runTimeoutMs: runTimeoutMs === 0 ? null : runTimeoutMs },
+        retentionDays: null,
+        effective: { runTimeoutMs: runTimeoutMs === 0 ? null : runTimeoutMs, retentionDays: null },
       });
     }
     const runs = {
@@ -127,7 +128,8 @@ describeEngines('abandoned runs end as timeout [%s]', (engine) => {
     expect(reset.body).toEqual({
       agentId: never.agentId,
       runTimeoutMs: null,
-      effective: { runTimeoutMs: HOUR },
+      retentionDays: null,
+      effective: { runTimeoutMs: HOUR, retentionDays: null },
     });
     await server.lifecycle.sweep();
     expect((await storedTrace(server.store, runs.never.trace.id))?.status).toBe('timeout');
@@ -240,7 +242,8 @@ describeEngines('abandoned runs end as timeout [%s]', (engine) => {
       expect(res.body).toEqual({
         agentId: fresh.agentId,
         runTimeoutMs: null,
-        effective: { runTimeoutMs: HOUR },
+        retentionDays: null,
+        effective: { runTimeoutMs: HOUR, retentionDays: null },
       });
       expect(isProblem(await admin('GET', '/admin/v1/agents/nobody/lifecycle'), 404)).toBe(true);
       expect(

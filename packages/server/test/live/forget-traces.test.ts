@@ -86,6 +86,17 @@ describeBuses('forgetting deleted traces in the live buffer [%s]', (engine: BusN
     expect((await bus.replay(agent)).messages.map((m) => m.id)).toEqual(ids);
   });
 
+  it('with a hint that the traces sent nothing since a time, skips a buffer whose batches are all newer', async () => {
+    const agent = `agent-${newId()}`;
+    const x = newId();
+    const before = Date.now() - 60_000;
+    await bus.publish(agent, [item(x, 'x')]);
+    await bus.forgetTraces(agent, [x], { lastBatchBefore: before });
+    expect((await bus.replay(agent)).messages.map(label)).toEqual(['x']);
+    await bus.forgetTraces(agent, [x], { lastBatchBefore: Date.now() + 1_000 });
+    expect((await bus.replay(agent)).messages).toEqual([]);
+  });
+
   it('keeps the buffer accounting right: the bytes forgotten are free again', async () => {
     if (engine !== 'redis') return;
     const agent = `agent-${newId()}`;
