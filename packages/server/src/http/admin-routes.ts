@@ -33,6 +33,10 @@ import type { StreamAccessGuard } from '../live/stream-access-guard.js';
 import { MEMBER_ROLES } from '../store/agent-store.js';
 import type { Store } from '../store/open-store.js';
 import { requireAdmin } from './authentication.js';
+import {
+  lifecycleAdminRoutes,
+  type LifecycleAdminRoutesOptions,
+} from './lifecycle-admin-routes.js';
 
 export interface AdminRoutesOptions {
   store: Store;
@@ -48,6 +52,8 @@ export interface AdminRoutesOptions {
   tokenGuesses: KeyGuessLimiter;
   /** Called for each request refused with `429` by `tokenGuesses`. */
   onGuessRefused: () => void;
+  /** The data lifecycle's admin routes (lifecycle-admin-routes.ts), behind the same token. */
+  lifecycle?: Omit<LifecycleAdminRoutesOptions, 'store'>;
 }
 
 const AgentParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
@@ -303,4 +309,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       return reply.code(204).send();
     },
   );
+
+  if (options.lifecycle)
+    await app.register(lifecycleAdminRoutes, { store: options.store, ...options.lifecycle });
 };

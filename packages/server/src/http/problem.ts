@@ -23,6 +23,7 @@ const HTTP: Record<ErrorCode, { status: number; title: string }> = {
   'headers-too-large': { status: 431, title: 'Request header fields too large' },
   'too-many-requests': { status: 429, title: 'Too many requests' },
   'store-unavailable': { status: 503, title: 'Service unavailable' },
+  'live-unavailable': { status: 503, title: 'Service unavailable' },
   'shutting-down': { status: 503, title: 'Service unavailable' },
   internal: { status: 500, title: 'Internal server error' },
 };

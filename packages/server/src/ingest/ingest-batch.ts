@@ -124,7 +124,11 @@ export async function ingestBatch(
   if (outcome.kind === 'id-conflict') return outcome;
   if (outcome.kind === 'accepted') {
     if (outcome.analysisQueued) context.onAnalysisQueued?.();
-    context.live.publish(agentId, json.map(itemDocument));
+    // items of deleted runs were not written: they are not shown either
+    const dropped = new Set(outcome.droppedTraceIds);
+    const shown =
+      dropped.size === 0 ? json : json.filter((_, i) => !dropped.has(items[i]!.trace.id));
+    context.live.publish(agentId, shown.map(itemDocument));
   }
 
   // A token without the agent id it belongs to cannot be matched, so it is ignored.

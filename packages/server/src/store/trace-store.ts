@@ -48,6 +48,8 @@ export type BatchWriteOutcome =
       verify: VerifyOutcome | null;
       /** True when the batch finished a run and so queued its analysis. */
       analysisQueued: boolean;
+      /** Traces of the batch that were deleted (tombstoned): their items were not written. */
+      droppedTraceIds: string[];
     }
   | { kind: 'duplicate'; traceId: string; verify: VerifyOutcome | null }
   | { kind: 'id-conflict'; pointer: string };
@@ -128,7 +130,10 @@ WITH claim AS (
 ),
 go AS (SELECT NOT $6::boolean OR EXISTS (SELECT 1 FROM claim) AS ok),
 incoming AS (
-  SELECT t.*, t.unnest AS item, t.ordinality AS pos
+  SELECT t.*, t.unnest AS item, t.ordinality AS pos,
+         -- the agent deleted this run: a client still retrying must not write it back
+         EXISTS (SELECT 1 FROM trace_tombstones d
+                 WHERE d.trace_id = t.id AND d.agent_id = $1::text) AS dropped
   FROM ROWS FROM (
     json_to_recordset($7::json) AS (
       id text, status text, "startedAt" timestamptz, "endedAt" timestamptz, "durationMs" float8,
@@ -163,7 +168,7 @@ written AS (
          t."totalCostUsd", t."totalLamports", t."chainTxCount", t."toolsCalled",
          t."anchorSignature", t."anchorSlot", t."merkleProof", t."traceHash", t."shareToken"
   FROM incoming t
-  WHERE (SELECT ok FROM go)
+  WHERE (SELECT ok FROM go) AND NOT t.dropped
   ORDER BY t.pos
   ON CONFLICT (id) DO UPDATE SET
     status = EXCLUDED.status, started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,
@@ -177,12 +182,15 @@ written AS (
     trace_hash = EXCLUDED.trace_hash,
     -- set from the dashboard: a client snapshot (always null) must not unshare the trace
     share_token = COALESCE(EXCLUDED.share_token, traces.share_token),
+    timed_out_at = NULL,
     updated_at = now()
   -- another agent's trace: reported below, and the statement fails; never an older snapshot
-  -- (fewer events, or running again after the run ended)
+  -- (fewer events, or running again after the run ended, unless the sweeper ended it: the
+  -- client's word that it is alive wins over the sweeper's guess that it was abandoned)
   WHERE traces.agent_id <> EXCLUDED.agent_id
      OR (EXCLUDED.event_count >= traces.event_count
-         AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running'))
+         AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running'
+                  AND traces.timed_out_at IS NULL))
   -- the subquery reads the statement's snapshot: the row before this write (null when new)
   RETURNING traces.id, traces.agent_id, traces.status,
             (SELECT t0.status FROM traces t0 WHERE t0.id = traces.id) AS previous_status
@@ -196,6 +204,7 @@ stored AS (
          e."errorMessage"
   FROM incoming_events e
   WHERE (SELECT ok FROM go) AND (SELECT count(*) FROM written) >= 0
+    AND NOT EXISTS (SELECT 1 FROM incoming t WHERE t.item = e.item AND t.dropped)
   ON CONFLICT (id) DO UPDATE SET
     sequence = EXCLUDED.sequence, type = EXCLUDED.type, started_at = EXCLUDED.started_at,
     ended_at = EXCLUDED.ended_at, duration_ms = EXCLUDED.duration_ms, status = EXCLUDED.status,
@@ -221,13 +230,15 @@ conflict AS (
     -- would cost the square of the batch, and a batch of re-sent ids is all conflicts
     SELECT t.pos, e.ordinality, '/items/' || e.item || '/events/' || e."indexInItem" || '/id'
     FROM incoming_events e JOIN incoming t ON t.item = e.item
-    WHERE (SELECT ok FROM go) AND NOT EXISTS (SELECT 1 FROM stored s WHERE s.id = e.id)
+    WHERE (SELECT ok FROM go) AND NOT t.dropped
+      AND NOT EXISTS (SELECT 1 FROM stored s WHERE s.id = e.id)
   ) c
   ORDER BY c.pos, c.k
   LIMIT 1
 )
 SELECT (SELECT ok FROM go) AS claimed,
        (SELECT count(*) FROM queued)::int AS queued,
+       (SELECT array_agg(t.id) FROM incoming t WHERE t.dropped) AS dropped,
        (SELECT ('${ID_CONFLICT_PREFIX}' || c.pointer)::int FROM conflict c) AS refused`;
 
 /**
@@ -253,6 +264,7 @@ updated AS (
       COALESCE($4::timestamptz, GREATEST(now(), t.started_at)) - t.started_at)) * 1000,
     output_summary = CASE WHEN $5 THEN $6 ELSE t.output_summary END,
     error_message = CASE WHEN $7 THEN $8 ELSE t.error_message END,
+    timed_out_at = NULL,
     updated_at = now()
   FROM target
   WHERE t.id = target.id AND NOT target.ends_before_start
@@ -272,6 +284,7 @@ type CompleteTraceRow = TraceRow & { found: boolean; endsBeforeStart: boolean; q
 interface WriteBatchRow {
   claimed: boolean;
   queued: number;
+  dropped: string[] | null;
 }
 
 const CONSUME_VERIFY_TOKEN = `
@@ -394,17 +407,31 @@ export class TraceStore {
       if (rounds.length === 1 && !write.verify) {
         const row = await this.writeRound(this.sql, write, json, rounds[0] as number[], true);
         if (!row.claimed) return await this.duplicateOf(this.sql, write.agentId, write.batchId);
-        return { kind: 'accepted', traceId, verify: null, analysisQueued: row.queued > 0 };
+        return {
+          kind: 'accepted',
+          traceId,
+          verify: null,
+          analysisQueued: row.queued > 0,
+          droppedTraceIds: row.dropped ?? [],
+        };
       }
       return await this.sql.transaction(async (tx) => {
         let analysisQueued = false;
+        const dropped = new Set<string>();
         for (const [n, round] of rounds.entries()) {
           const row = await this.writeRound(tx, write, json, round, n === 0);
           if (!row.claimed) return this.duplicateOf(tx, write.agentId, write.batchId);
           analysisQueued ||= row.queued > 0;
+          for (const id of row.dropped ?? []) dropped.add(id);
         }
         const verify = write.verify ? await this.consumeVerifyToken(tx, write) : null;
-        return { kind: 'accepted', traceId, verify, analysisQueued };
+        return {
+          kind: 'accepted',
+          traceId,
+          verify,
+          analysisQueued,
+          droppedTraceIds: [...dropped],
+        };
       });
     } catch (error) {
       if (error instanceof IdConflictError) return { kind: 'id-conflict', pointer: error.pointer };
