@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import {
   isIdentifier,
   isIsoDateTime,
@@ -35,7 +36,7 @@ import type {
   TimedSpan,
 } from './session-types.js';
 import { errorText, storableText } from './storable-text.js';
-import { currentStepOf, runInStep } from './step-scope.js';
+import { OPEN_STEP, currentStepOf, runInStep, type OpenStep } from './step-scope.js';
 import { runTimed } from './timing.js';
 import { TraceAggregates } from './trace-aggregates.js';
 
@@ -287,6 +288,54 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
         }
       },
     );
+  }
+
+  /** A step the instrumentations end themselves (see step-scope.ts); undefined when it failed. */
+  [OPEN_STEP]<K extends EventType>(type: K): OpenStep<PayloadByType[K]> | undefined {
+    try {
+      const eventId = this.host.ids.next();
+      const sequence = this.sequence++;
+      const parentEventId = currentStepOf(this.traceId);
+      const startedAtMs = Date.now();
+      const t0 = performance.now();
+      let ended = false;
+      return {
+        eventId,
+        end: (ok, build, error) => {
+          if (ended) return;
+          ended = true;
+          try {
+            const durationMs = performance.now() - t0;
+            let payload: PayloadByType[K];
+            try {
+              payload = build();
+            } catch (thrown) {
+              this.refuse(type, `describe() threw: ${errorText(thrown, 200)}`);
+              return;
+            }
+            this.add(
+              type,
+              payload,
+              {
+                startedAt: new Date(startedAtMs),
+                endedAt: new Date(startedAtMs + Math.round(durationMs)),
+                durationMs,
+                status: ok ? 'ok' : 'error',
+                errorMessage: ok ? null : errorText(error, TEXT_MAX),
+                parentEventId,
+              },
+              eventId,
+              sequence,
+            );
+          } catch (internal) {
+            this.internalError('step', internal);
+          }
+        },
+      };
+    } catch (error) {
+      this.internalError('step', error);
+      return undefined;
+    }
   }
 
   end(options?: EndOptions): void {

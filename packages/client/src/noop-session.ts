@@ -7,6 +7,9 @@ import type {
   TimedOutcome,
   TimedSpan,
 } from './session-types.js';
+import { OPEN_STEP, type OpenStep } from './step-scope.js';
+
+const NO_STEP: OpenStep<never> = { eventId: '', end() {} };
 
 /**
  * The session of a disabled client: every call is a cheap no-op that returns `''`, and `timed`
@@ -49,6 +52,10 @@ export class NoopSession implements FlightlogSession {
     return typeof run === 'function'
       ? run({ eventId: '', traceId: this.traceId })
       : (undefined as R);
+  }
+  /** Instrumented calls run unrecorded, without tracking a current step. */
+  [OPEN_STEP](): OpenStep<never> {
+    return NO_STEP;
   }
   end(_options?: EndOptions): void {}
   fail(_error: unknown, _options?: EndOptions): void {}

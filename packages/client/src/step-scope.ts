@@ -35,3 +35,19 @@ export function currentStepOf(traceId: string): string | null {
   const step = installed?.current();
   return step !== undefined && step.traceId === traceId ? step.eventId : null;
 }
+
+/**
+ * How the instrumentations open a step on a session of this package: the event's id, sequence
+ * number, parent and start are taken now, and `end` records it at once — synchronously, so a
+ * call is recorded before the caller's `await` resumes (ending the session right after loses
+ * nothing). Not part of the public API: a session of another make is driven through `timed`.
+ */
+export const OPEN_STEP: unique symbol = Symbol('flightlog.openStep');
+
+/** A step opened with {@link OPEN_STEP}. */
+export interface OpenStep<P> {
+  /** The event's id ('' when the session records nothing). */
+  readonly eventId: string;
+  /** Records the step (the first call only); `build` makes the payload, a throw costs the event. */
+  end(ok: boolean, build: () => P, error?: unknown): void;
+}

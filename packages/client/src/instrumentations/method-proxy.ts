@@ -19,9 +19,9 @@ export interface ProxySpec {
   /** Methods replaced by an instrumented version. */
   readonly methods?: Readonly<Record<string, Instrumented>>;
   /**
-   * Other methods, read through the Proxy and called on it, run with the original object as
-   * `this` (default): an SDK class with private fields (`#x`) throws when they are read on a
-   * Proxy. `false` keeps the Proxy as `this`, for objects whose methods reach the client through
+   * Methods read through the Proxy and called on it run with the original object as `this`
+   * (default): an SDK class with private fields (`#x`) throws when they are read on a Proxy, and
+   * an instrumented method that calls another one on `this` is recorded once. `false` keeps the Proxy as `this`, for objects whose methods reach the client through
    * a property (Stainless resources' `this._client`), so that helpers built on an instrumented
    * method (`chat.completions.parse` → `create`) are recorded too, exactly once.
    */
@@ -83,7 +83,15 @@ function wrapValue(
     const method = Object.hasOwn(spec.methods ?? {}, key) ? spec.methods?.[key] : undefined;
     if (method !== undefined && typeof value === 'function')
       return new Proxy(value, {
-        apply: (fn, thisArg, args) => method(fn as CallableFunction, thisArg, args),
+        // Called on the Proxy: the original as `this` (when bound to it), so that the method's
+        // own calls to other instrumented methods (sendTransaction → this.sendRawTransaction)
+        // are not recorded a second time.
+        apply: (fn, thisArg, args) =>
+          method(
+            fn as CallableFunction,
+            bindToOriginal && thisArg === proxy ? original : thisArg,
+            args,
+          ),
       });
   }
   if (typeof value === 'function' && bindToOriginal && key !== 'constructor')

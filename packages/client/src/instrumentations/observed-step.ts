@@ -1,7 +1,13 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import type { EventType } from '@flightlog/protocol';
 import type { FlightlogSession, PayloadByType } from '../session-types.js';
-import { currentStepOf, installStepScope, type CurrentStep } from '../step-scope.js';
+import {
+  OPEN_STEP,
+  currentStepOf,
+  installStepScope,
+  type CurrentStep,
+  type OpenStep,
+} from '../step-scope.js';
 
 /*
  * The shared core of the instrumentations: one recorded step per SDK call. Loading this module
@@ -33,9 +39,8 @@ const NO_STEP_ID = '';
 /**
  * Starts recording one call of `type` in `session`: the start time is now, the parent is the
  * step running now in the same trace. Returns undefined when anything about the session is
- * unusable (then the host's call runs unrecorded). Built on `session.timed`, so timing, the
- * event's place in the sequence, status, error message, encryption and the never-throw rule are
- * the session's own.
+ * unusable (then the host's call runs unrecorded). Timing, the event's place in the sequence,
+ * status, error message, checks, encryption and the never-throw rule are the session's own.
  */
 export function beginStep<K extends EventType>(
   session: FlightlogSession,
@@ -44,44 +49,81 @@ export function beginStep<K extends EventType>(
   try {
     const traceId = session.traceId;
     if (typeof traceId !== 'string') return undefined;
-    let build: (() => PayloadByType[K]) | undefined;
-    let settle: ((ok: boolean, error?: unknown) => void) | undefined;
-    const settled = new Promise<void>((resolve, reject) => {
-      settle = (ok, error) => (ok ? resolve() : reject(error));
-    });
-    // A disabled client's timed never watches this promise: its rejection must not be unhandled.
-    settled.catch(ignore);
-    let eventId = NO_STEP_ID;
-    void session.timed(
-      type,
-      (span) => {
-        eventId = typeof span?.eventId === 'string' ? span.eventId : NO_STEP_ID;
-        return settled;
-      },
-      () => (build as () => PayloadByType[K])(),
-      { parentEventId: currentStepOf(traceId) },
-    );
-    let ended = false;
-    const end = (ok: boolean, payload: () => PayloadByType[K], error?: unknown) => {
-      if (ended) return;
-      ended = true;
-      build = payload;
-      settle?.(ok, error);
-    };
-    return {
-      get eventId() {
-        return eventId;
-      },
-      get ended() {
-        return ended;
-      },
-      run: (fn) => (eventId === NO_STEP_ID ? fn() : storage.run({ traceId, eventId }, fn)),
-      ok: (payload) => end(true, payload),
-      fail: (payload, error) => end(false, payload, error),
-    };
+    const open = (session as { [OPEN_STEP]?: unknown })[OPEN_STEP];
+    if (typeof open === 'function') {
+      const opened = open.call(session, type) as OpenStep<PayloadByType[K]> | undefined;
+      return opened === undefined ? undefined : stepOf(opened, traceId);
+    }
+    return timedStep(session, type, traceId);
   } catch {
     return undefined;
   }
+}
+
+function stepOf<P>(opened: OpenStep<P>, traceId: string): ObservedStep<P> {
+  const { eventId } = opened;
+  let ended = false;
+  return {
+    eventId,
+    get ended() {
+      return ended;
+    },
+    run: (fn) => (eventId === NO_STEP_ID ? fn() : storage.run({ traceId, eventId }, fn)),
+    ok(build) {
+      ended = true;
+      opened.end(true, build);
+    },
+    fail(build, error) {
+      ended = true;
+      opened.end(false, build, error);
+    },
+  };
+}
+
+/**
+ * The same on a session of another make (a wrapper of the host's, say), through its public
+ * `timed`: recorded one microtask after it ends.
+ */
+function timedStep<K extends EventType>(
+  session: FlightlogSession,
+  type: K,
+  traceId: string,
+): ObservedStep<PayloadByType[K]> {
+  let build: (() => PayloadByType[K]) | undefined;
+  let settle: ((ok: boolean, error?: unknown) => void) | undefined;
+  const settled = new Promise<void>((resolve, reject) => {
+    settle = (ok, error) => (ok ? resolve() : reject(error));
+  });
+  // A disabled client's timed never watches this promise: its rejection must not be unhandled.
+  settled.catch(ignore);
+  let eventId = NO_STEP_ID;
+  void session.timed(
+    type,
+    (span) => {
+      eventId = typeof span?.eventId === 'string' ? span.eventId : NO_STEP_ID;
+      return settled;
+    },
+    () => (build as () => PayloadByType[K])(),
+    { parentEventId: currentStepOf(traceId) },
+  );
+  let ended = false;
+  const end = (ok: boolean, payload: () => PayloadByType[K], error?: unknown) => {
+    if (ended) return;
+    ended = true;
+    build = payload;
+    settle?.(ok, error);
+  };
+  return {
+    get eventId() {
+      return eventId;
+    },
+    get ended() {
+      return ended;
+    },
+    run: (fn) => (eventId === NO_STEP_ID ? fn() : storage.run({ traceId, eventId }, fn)),
+    ok: (payload) => end(true, payload),
+    fail: (payload, error) => end(false, payload, error),
+  };
 }
 
 function ignore(): void {}

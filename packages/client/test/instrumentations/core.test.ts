@@ -75,11 +75,32 @@ describe('the step core', () => {
     broken?.ok(() => {
       throw new Error('builder bug');
     });
-    // A step is recorded one microtask after it ends (the session's timed watches it).
-    await new Promise((r) => setImmediate(r));
     const events = await recorded.events();
     expect(events.map((e) => (e.payload as { name: string }).name)).toEqual(['first']);
     expect(recorded.logger.matching('builder bug')).toHaveLength(1);
+  });
+
+  it('records through the public timed on a session of another make (a wrapper of the host)', async () => {
+    const recorded = recordedSession();
+    const { session } = recorded;
+    const wrapper = {
+      traceId: session.traceId,
+      timed: session.timed.bind(session),
+    } as unknown as typeof session;
+    const outer = beginStep(wrapper, 'tool_call');
+    const inner = outer?.run(() => beginStep(wrapper, 'custom'));
+    inner?.fail(() => ({ name: 'inner' }), new Error('no route'));
+    outer?.ok(() => ({ name: 'outer' }));
+    await new Promise((r) => setImmediate(r)); // recorded one microtask after the end, there
+    const events = await recorded.events();
+    const [innerEvent, outerEvent] = events;
+    expect(outerEvent).toMatchObject({ type: 'tool_call', status: 'ok' });
+    expect(innerEvent).toMatchObject({
+      type: 'custom',
+      status: 'error',
+      errorMessage: 'no route',
+      parentEventId: outerEvent?.id,
+    });
   });
 });
 
