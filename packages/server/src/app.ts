@@ -10,6 +10,7 @@ import type { Config } from './config.js';
 import { adminRoutes } from './http/admin-routes.js';
 import { agentRoutes } from './http/agent-routes.js';
 import { ingestRoutes } from './http/ingest-routes.js';
+import { otlpRoutes } from './http/otlp-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
 import { BodyParsePool } from './http/body-parse-pool.js';
 import { dashboardAssetsDir, dashboardRoutes } from './http/dashboard-routes.js';
@@ -173,11 +174,11 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
           maxQueued: Math.max(config.largeBodyMaxPerAgent, 64),
         })
       : undefined;
-  registerJsonBody(
-    app,
-    { maxBytes: config.maxBodyBytes },
-    largeBodies ? { pool: largeBodies, minBytes: config.largeBodyBytes } : undefined,
-  );
+  const bodyLimits = { maxBytes: config.maxBodyBytes };
+  const largeBodyParsing = largeBodies
+    ? { pool: largeBodies, minBytes: config.largeBodyBytes }
+    : undefined;
+  registerJsonBody(app, bodyLimits, largeBodyParsing);
 
   await app.register(swagger, {
     openapi: {
@@ -231,6 +232,13 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     },
   };
   await app.register(ingestRoutes, { ingest, apiKeys, metrics });
+  await app.register(otlpRoutes, {
+    ingest,
+    apiKeys,
+    metrics,
+    limits: bodyLimits,
+    largeBodies: largeBodyParsing,
+  });
   await app.register(readRoutes, { store, identity });
   await app.register(agentRoutes, {
     store,

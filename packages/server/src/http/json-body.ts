@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { FlightlogError } from '../errors/flightlog-error.js';
+import { decodeExportRequest } from '../otlp/otlp-protobuf.js';
 import type { BodyParsePool } from './body-parse-pool.js';
 
 export interface BodyLimits {
@@ -171,6 +172,44 @@ export function registerJsonBody(
       return parseJson(bytes);
     },
   );
+}
+
+/**
+ * Adds the OTLP protobuf body (`application/x-protobuf`) to the routes of `app` (an OTLP plugin's
+ * scope), read with the same limits as JSON: plain or gzip, capped, large ones decoded and
+ * validated by the pool in turns by agent. Any other content type is refused with a 415 that
+ * names the two OTLP/HTTP encodings.
+ */
+export function registerOtlpProtobufBody(
+  app: FastifyInstance,
+  limits: BodyLimits,
+  large?: LargeBodies,
+): void {
+  app.addContentTypeParser(
+    'application/x-protobuf',
+    async (request: FastifyRequest, payload: IncomingMessage) => {
+      const bytes = await readBody(
+        payload,
+        request.headers['content-encoding'],
+        request.headers['content-length'],
+        limits,
+      );
+      if (large && bytes.length >= large.minBytes)
+        return large.pool.parse(
+          request.agent ? `agent:${request.agent.agentId}` : `ip:${request.ip}`,
+          bytes,
+          routeBodySchema(request),
+          'otlp-protobuf',
+        );
+      return decodeExportRequest(bytes);
+    },
+  );
+  app.addContentTypeParser('*', async () => {
+    throw new FlightlogError(
+      'unsupported-media-type',
+      'Send Content-Type: application/x-protobuf or application/json (OTLP/HTTP).',
+    );
+  });
 }
 
 /** The body schema of the request's route (what its validator checks), if it has one. */
