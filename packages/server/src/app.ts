@@ -22,6 +22,7 @@ import { answerClientError, registerProblemHandler } from './http/problem.js';
 import { liveRoutes } from './http/live-routes.js';
 import { readRoutes } from './http/read-routes.js';
 import { AgentWriteTurns } from './ingest/agent-write-turns.js';
+import { KeyedTurns } from './ingest/keyed-turns.js';
 import { createInProcessBus } from './live/in-process-bus.js';
 import type { LiveBus } from './live/live-bus.js';
 import { LivePublisher } from './live/publish.js';
@@ -230,6 +231,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       turns: new AgentWriteTurns(config.largeBodyMaxPerAgent),
       minBytes: config.largeBodyBytes,
     },
+    traceTurns: new KeyedTurns(),
   };
   await app.register(ingestRoutes, { ingest, apiKeys, metrics });
   await app.register(otlpRoutes, {

@@ -34,7 +34,9 @@ const PROTOBUF = 'application/x-protobuf';
  * OpenTelemetry's OTLP/HTTP trace export, authenticated by the agent API key like the batch
  * endpoint and bound by the same limits (body size, gzip, key guessing, timeouts, fair turns);
  * refusals are the same problem+json answers. A success is an ExportTraceServiceResponse in the
- * request's encoding, with `partialSuccess` when spans were refused one by one.
+ * request's encoding, with `partialSuccess` when spans were refused one by one. An agent's verify
+ * token may come along as a `Flightlog-Verify-Token` header (OTEL_EXPORTER_OTLP_HEADERS): it
+ * verifies the agent as the token in a batch does, answered in `Flightlog-Verify`.
  */
 export const otlpRoutes: FastifyPluginAsyncTypebox<OtlpRoutesOptions> = async (app, options) => {
   const { ingest, metrics } = options;
@@ -67,10 +69,12 @@ export const otlpRoutes: FastifyPluginAsyncTypebox<OtlpRoutesOptions> = async (a
       },
     },
     async (request, reply) => {
+      const verifyToken = request.headers['flightlog-verify-token'];
       const outcome = await ingestOtlpExport(
         ingest,
         agentOf(request).agentId,
         request.body as ExportTraceServiceRequest,
+        typeof verifyToken === 'string' && verifyToken !== '' ? { verifyToken } : {},
       );
       if (outcome.kind === 'busy')
         throw new FlightlogError(
@@ -82,6 +86,7 @@ export const otlpRoutes: FastifyPluginAsyncTypebox<OtlpRoutesOptions> = async (a
       metrics.otlpSpans.inc({ outcome: 'duplicate' }, outcome.duplicates);
       metrics.otlpSpans.inc({ outcome: 'rejected' }, outcome.rejected);
       metrics.events.inc(outcome.accepted);
+      if (outcome.verify) reply.header('flightlog-verify', outcome.verify);
       const response: ExportTraceServiceResponse =
         outcome.rejected > 0
           ? {

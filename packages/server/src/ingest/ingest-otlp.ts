@@ -3,6 +3,7 @@ import { FlightlogError } from '../errors/flightlog-error.js';
 import { exportBatch } from '../otlp/export-batch.js';
 import type { ExportTraceServiceRequest } from '../otlp/otlp-json.js';
 import { mapExport, type SpanRejection } from '../otlp/span-mapping.js';
+import type { VerifyOutcome } from '../store/trace-store.js';
 import { ingestBatch, type IngestContext } from './ingest-batch.js';
 
 /**
@@ -26,6 +27,9 @@ export type OtlpOutcome =
       rejected: number;
       /** Why they were refused, for that answer's message; null when none was. */
       message: string | null;
+      /** What became of the verify token sent with the export; null when none was (or nothing
+       * was written: the token is looked at only by a write). */
+      verify: VerifyOutcome | null;
     }
   /** Too many large exports of this agent wait for their turn already: send it again later. */
   | { kind: 'busy' };
@@ -63,18 +67,20 @@ export async function ingestOtlpExport(
   context: IngestContext,
   agentId: string,
   request: ExportTraceServiceRequest,
+  options: { verifyToken?: string } = {},
 ): Promise<OtlpOutcome> {
   const mapped = mapExport(request);
   const traceIds = [...new Set(mapped.spans.map((span) => span.traceId))];
   const eventIds = mapped.spans.map((span) => span.event.id);
 
-  const writeOnce = () =>
+  const writeLocked = () =>
     context.traces.withTraceLocks(traceIds, async (traces) => {
       const stored = await traces.otlpState(traceIds, eventIds);
       const batch = exportBatch(agentId, mapped.spans, stored.traces, stored.events);
       // published and queued once committed, below (a rolled back attempt leaves no trace)
       const published: string[][] = [];
       let analysisQueued = false;
+      let verify: VerifyOutcome | null = null;
       if (batch.items.length > 0) {
         const outcome = await ingestBatch(
           {
@@ -84,14 +90,24 @@ export async function ingestOtlpExport(
             onAnalysisQueued: () => (analysisQueued = true),
           },
           agentId,
-          { batchId: batchIds(), items: batch.items },
+          {
+            batchId: batchIds(),
+            items: batch.items,
+            // the key decides the agent: a token is matched against that agent alone
+            ...(options.verifyToken === undefined
+              ? {}
+              : { verifyToken: options.verifyToken, agentId }),
+          },
         );
         if (outcome.kind === 'id-conflict') throw new RaceLost();
         if (outcome.kind !== 'accepted')
           throw new Error(`an OTLP export mapped to a batch the store answered ${outcome.kind}`);
+        verify = outcome.verify;
       }
-      return { batch, published, analysisQueued };
+      return { batch, published, analysisQueued, verify };
     });
+  const turns = context.traceTurns;
+  const writeOnce = turns ? () => turns.run(traceIds, writeLocked) : writeLocked;
 
   const write = async () => {
     for (let attempt = 1; ; attempt++) {
@@ -132,5 +148,6 @@ export async function ingestOtlpExport(
     duplicates: result?.batch.duplicates ?? 0,
     rejected: [...rejected.values()].reduce((a, b) => a + b, 0),
     message: rejectionMessage(rejected),
+    verify: result?.verify ?? null,
   };
 }

@@ -25,13 +25,15 @@ export interface ExporterOptions {
   encoding: OtlpEncoding;
   apiKey: string;
   gzip?: boolean;
+  /** More headers on every export (as OTEL_EXPORTER_OTLP_HEADERS would add). */
+  headers?: Record<string, string>;
 }
 
 /** A real OTLP/HTTP exporter aimed at `baseUrl`'s OTLP endpoint. */
 export function otlpExporter(baseUrl: string, options: ExporterOptions): SpanExporter {
   const config = {
     url: baseUrl + OTLP_PATH,
-    headers: { Authorization: `Bearer ${options.apiKey}` },
+    headers: { Authorization: `Bearer ${options.apiKey}`, ...options.headers },
     compression: (options.gzip ? 'gzip' : 'none') as never,
     timeoutMillis: 10_000,
   };

@@ -176,6 +176,38 @@ describeEngines('OTLP ingest, the happy path [%s]', (engine) => {
     }
   });
 
+  it('verifies a new agent by the verify token sent as a Flightlog-Verify-Token header', async () => {
+    const fresh = await server.createAgent({ name: 'verified by OTLP' });
+    const recorder = recordingTracer();
+    recorder.tracer.startSpan('first run').end();
+    const body = Buffer.from(ProtobufTraceSerializer.serializeRequest(recorder.finished()) ?? []);
+    const headers = { 'flightlog-verify-token': fresh.verifyToken };
+    const first = await postOtlp(server.url, fresh.apiKey, body, 'application/x-protobuf', {
+      headers,
+    });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('flightlog-verify')).toBe('verified');
+    const agentInfo = await send(server.url, `/admin/v1/agents/${fresh.agentId}`, undefined, {
+      token: server.adminToken,
+    });
+    expect(agentInfo.body.verifiedAt).toEqual(expect.any(String));
+    // the token is single use; later exports are stored all the same
+    recorder.reset();
+    recorder.tracer.startSpan('second run').end();
+    const exporter = otlpExporter(server.url, {
+      encoding: 'json',
+      apiKey: fresh.apiKey,
+      headers: { 'Flightlog-Verify-Token': fresh.verifyToken },
+    });
+    expect(await exportSpans(exporter, recorder.finished())).toMatchObject({ ok: true });
+    const [second] = recorder.finished();
+    const owner = await server.userToken('otel-verified-owner', fresh.agentId, 'owner');
+    const run = await send(server.url, `/v1/traces/${second!.spanContext().traceId}`, undefined, {
+      token: owner,
+    });
+    expect(run.body.trace).toMatchObject({ agentId: fresh.agentId, eventCount: 1 });
+  });
+
   it('records a failed step as an error event, and the run stays completed when its root is OK', async () => {
     const recorder = recordingTracer();
     const root = recorder.tracer.startSpan('run');
