@@ -51,6 +51,8 @@ export const otlpRoutes: FastifyPluginAsyncTypebox<OtlpRoutesOptions> = async (a
     {
       schema: {
         summary: 'Export OpenTelemetry traces (OTLP/HTTP, protobuf or JSON)',
+        consumes: [PROTOBUF, 'application/json'],
+        produces: [PROTOBUF, 'application/json'],
         headers: Type.Object({ authorization: Type.String() }),
         body: ExportTraceServiceRequestSchema,
         response: {

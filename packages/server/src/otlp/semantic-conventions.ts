@@ -246,6 +246,8 @@ function llmCall(span: SpanFacts): Classified {
       'gen_ai.usage.prompt_tokens',
       'ai.usage.inputTokens',
       'ai.usage.promptTokens',
+      // the AI SDK's embedding calls
+      'ai.usage.tokens',
       'llm.token_count.prompt',
       'llm.usage.prompt_tokens',
     ]) ?? 0;

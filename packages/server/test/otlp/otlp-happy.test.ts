@@ -152,6 +152,18 @@ describeEngines('OTLP ingest, the happy path [%s]', (engine) => {
     expect(json.body).toEqual({});
   });
 
+  it('is described in /openapi.json, with both encodings', async () => {
+    const res = await send(server.url, '/openapi.json');
+    const route = res.body.paths['/v1/otlp/v1/traces'].post;
+    expect(Object.keys(route.requestBody.content).sort()).toEqual([
+      'application/json',
+      'application/x-protobuf',
+    ]);
+    expect(Object.keys(route.responses)).toEqual(
+      expect.arrayContaining(['200', '400', '401', '413', '415', '429', '503']),
+    );
+  });
+
   it('works with nothing but the two standard environment variables', async () => {
     const saved = { ...process.env };
     process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `${server.url}/v1/otlp`;
