@@ -6,6 +6,7 @@ import secureJson from 'secure-json-parse';
 import { FlightlogError } from '../errors/flightlog-error.js';
 import { decodeExportRequest } from '../otlp/otlp-protobuf.js';
 import type { BodyParsePool } from './body-parse-pool.js';
+import { markPrevalidated } from './schema-validator.js';
 
 export interface BodyLimits {
   /** Largest body accepted, counted both on the wire and after gzip inflation. */
@@ -201,7 +202,11 @@ export function registerOtlpProtobufBody(
           routeBodySchema(request),
           'otlp-protobuf',
         );
-      return decodeExportRequest(bytes);
+      // what protobuf decoded has the schema's types by construction (the mapping reads it
+      // defensively all the same): the route's validator need not walk it again
+      const decoded = decodeExportRequest(bytes);
+      markPrevalidated(decoded);
+      return decoded;
     },
   );
   app.addContentTypeParser('*', async () => {

@@ -79,10 +79,11 @@ function nanos(value: string | number | undefined): bigint | undefined {
 
 /** RFC 3339 in UTC with microseconds (what PostgreSQL keeps) from nanoseconds since the epoch. */
 export function isoFromNanos(value: bigint): string {
-  const millis = value / 1_000_000n;
-  const micros = (value / 1_000n) % 1_000n;
-  const iso = new Date(Number(millis)).toISOString();
-  return `${iso.slice(0, -1)}${micros.toString().padStart(3, '0')}Z`;
+  // from the decimal text: cheaper than bigint division, and exact
+  const digits = value.toString().padStart(7, '0');
+  const millis = Number(digits.slice(0, -6));
+  const iso = new Date(millis).toISOString();
+  return `${iso.slice(0, -1)}${digits.slice(-6, -3)}Z`;
 }
 
 function enumNumber(value: string | number | undefined, names: readonly string[]): number {

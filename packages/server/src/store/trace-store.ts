@@ -467,27 +467,28 @@ export class TraceStore {
     traceIds: readonly string[],
     eventIds: readonly string[],
   ): Promise<{ traces: Map<string, Trace>; events: Map<string, StoredEventOwner> }> {
-    const traceRows = await this.sql.query<
-      TraceRow & { startedAtText: string; endedAtText: string | null }
-    >(
-      `SELECT ${TRACE_COLUMNS},
-         to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "startedAtText",
-         to_char(t.ended_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "endedAtText"
-       FROM traces t WHERE t.id = ANY($1::text[])`,
-      [[...new Set(traceIds)]],
+    // one statement, one round trip: the snapshots (times with their microseconds) and the owners
+    const [row] = await this.sql.query<{
+      traces: (TraceRow & { startedAtText: string; endedAtText: string | null })[] | null;
+      events: StoredEventOwner[] | null;
+    }>(
+      `SELECT
+         (SELECT json_agg(x) FROM (
+            SELECT ${TRACE_COLUMNS},
+              to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "startedAtText",
+              to_char(t.ended_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "endedAtText"
+            FROM traces t WHERE t.id = ANY($1::text[])) x) AS traces,
+         (SELECT json_agg(e) FROM (
+            SELECT id, trace_id AS "traceId", agent_id AS "agentId" FROM events
+            WHERE id = ANY($2::text[])) e) AS events`,
+      [[...new Set(traceIds)], eventIds],
     );
     const traces = new Map<string, Trace>();
-    for (const { startedAtText, endedAtText, ...row } of traceRows)
-      traces.set(row.id, { ...traceFromRow(row), startedAt: startedAtText, endedAt: endedAtText });
+    for (const { startedAtText, endedAtText, ...trace } of row?.traces ?? [])
+      // (TRACE_COLUMNS casts the numerics to text: json_agg keeps them exact decimal strings)
+      traces.set(trace.id, { ...trace, startedAt: startedAtText, endedAt: endedAtText } as Trace);
     const events = new Map<string, StoredEventOwner>();
-    for (let at = 0; at < eventIds.length; at += CONFLICT_SLICE) {
-      const rows = await this.sql.query<StoredEventOwner>(
-        `SELECT id, trace_id AS "traceId", agent_id AS "agentId" FROM events
-         WHERE id = ANY($1::text[])`,
-        [eventIds.slice(at, at + CONFLICT_SLICE)],
-      );
-      for (const row of rows) events.set(row.id, row);
-    }
+    for (const owner of row?.events ?? []) events.set(owner.id, owner);
     return { traces, events };
   }
 
