@@ -3,7 +3,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeEngines } from '../harness/engines.js';
 import { isProblem } from '../harness/http.js';
-import { storedTrace, tableCounts } from '../harness/inspect.js';
+import { storedEvents, storedTrace, tableCounts } from '../harness/inspect.js';
 import {
   exportSpans,
   otlpExporter,
@@ -31,6 +31,61 @@ const validSpan = (traceId: string, spanId: string) => ({
 
 const hex = (digits: number) =>
   Array.from({ length: digits }, () => Math.floor(Math.random() * 16).toString(16)).join('');
+
+/** Bytes of a protobuf field header and length (wire type 2) for a field of `length` bytes. */
+function lengthHeader(field: number, length: number): number[] {
+  const bytes = [(field << 3) | 2];
+  let rest = length;
+  while (rest >= 0x80) {
+    bytes.push((rest & 0x7f) | 0x80);
+    rest = Math.floor(rest / 0x80);
+  }
+  bytes.push(rest);
+  return bytes;
+}
+
+/**
+ * An export of one span whose attribute nests `depth` array values, written as protobuf bytes
+ * directly (lengths computed from the inside out, headers written outside in): no encoder would
+ * build a message that deep without overflowing its own stack.
+ */
+function deepProtobufExport(depth: number): Buffer {
+  const inner = [0x0a, 0x01, 0x78]; // AnyValue { string_value: "x" }
+  const headers: number[][] = [];
+  let length = inner.length;
+  for (let i = 0; i < depth; i++) {
+    const array = lengthHeader(1, length); // ArrayValue { values: [AnyValue] }
+    length += array.length;
+    const any = lengthHeader(5, length); // AnyValue { array_value }
+    length += any.length;
+    headers.push(array, any);
+  }
+  const key = [0x0a, 0x01, 0x6b]; // KeyValue { key: "k" }
+  const value = lengthHeader(2, length);
+  const kv = key.length + value.length + length;
+  const ids = [
+    ...lengthHeader(1, 16),
+    ...Array(16).fill(0xab), // trace_id
+    ...lengthHeader(2, 8),
+    ...Array(8).fill(0xcd), // span_id
+    0x39, // start_time_unix_nano (fixed64, little-endian)
+    ...Buffer.from(new BigUint64Array([1_794_909_600_000_000_000n]).buffer),
+  ];
+  const attribute = lengthHeader(9, kv); // Span { attributes: [KeyValue] }
+  const spanLength = ids.length + attribute.length + kv;
+  const span = lengthHeader(2, spanLength); // ScopeSpans { spans }
+  const scope = lengthHeader(2, span.length + spanLength); // ResourceSpans { scope_spans }
+  const resource = lengthHeader(1, scope.length + span.length + spanLength); // request
+  const out = [...resource, ...scope, ...span, ...ids, ...attribute, ...key, ...value];
+  const buffer = Buffer.alloc(
+    out.length + headers.reduce((n, h) => n + h.length, 0) + inner.length,
+  );
+  let at = 0;
+  for (const byte of out) buffer[at++] = byte;
+  for (let i = headers.length - 1; i >= 0; i--) for (const byte of headers[i]!) buffer[at++] = byte;
+  for (const byte of inner) buffer[at++] = byte;
+  return buffer;
+}
 
 describeEngines('OTLP ingest, refusals [%s]', (engine) => {
   let server: TestServer;
@@ -66,6 +121,25 @@ describeEngines('OTLP ingest, refusals [%s]', (engine) => {
       });
       expect(isProblem(res, 400)).toBe(true);
     });
+  });
+
+  it('takes values nested deeper than it keeps, and survives nesting as deep as the body limit allows', async () => {
+    // 40 levels: stored, cut at the payload's bound
+    const kept = await postOtlp(server.url, agent.apiKey, deepProtobufExport(40), PROTOBUF);
+    expect(kept.status).toBe(200);
+    const stored = await storedEvents(server.store, 'ab'.repeat(16));
+    expect(JSON.stringify(stored[0]!.payload)).toContain('[nested too deep]');
+    // thousands of levels within the body limit (decoded by the worker pool, and on this thread
+    // when the value cannot travel back): a 400 where a decoder's stack gives out, never a 500
+    const before = await tableCounts(server.store);
+    const deep = deepProtobufExport(7_000);
+    expect(deep.length).toBeLessThan(64 * 1024);
+    const answer = await postOtlp(server.url, agent.apiKey, deep, PROTOBUF);
+    expect([200, 400]).toContain(answer.status);
+    if (answer.status === 400) expect(await tableCounts(server.store)).toEqual(before);
+    expect((await postOtlp(server.url, agent.apiKey, deepProtobufExport(3), PROTOBUF)).status).toBe(
+      200,
+    );
   });
 
   it('refuses other content types and encodings with 415', async () => {
