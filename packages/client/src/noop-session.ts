@@ -45,7 +45,10 @@ export class NoopSession implements FlightlogSession {
     run: (span: TimedSpan) => R,
     _describe: (outcome: TimedOutcome<R>) => PayloadByType[K],
   ): R {
-    return run({ eventId: '', traceId: this.traceId });
+    // A run that is not a function gives undefined, as on an enabled client, never a TypeError.
+    return typeof run === 'function'
+      ? run({ eventId: '', traceId: this.traceId })
+      : (undefined as R);
   }
   end(_options?: EndOptions): void {}
   fail(_error: unknown, _options?: EndOptions): void {}

@@ -18,7 +18,7 @@ import { dashboardSignIn } from './auth/dashboard-sign-in.js';
 import { registerJsonBody } from './http/json-body.js';
 import { boundedValidatorCompiler } from './http/schema-validator.js';
 import { opsRoutes } from './http/ops-routes.js';
-import { answerClientError, registerProblemHandler } from './http/problem.js';
+import { answerClientError, answerFrameworkError, registerProblemHandler } from './http/problem.js';
 import { liveRoutes } from './http/live-routes.js';
 import { readRoutes } from './http/read-routes.js';
 import { AgentWriteTurns } from './ingest/agent-write-turns.js';
@@ -121,6 +121,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     // default), which would let a slow-loris sender hold a connection far past the limits.
     http: { connectionsCheckingInterval: 1_000 },
     clientErrorHandler: answerClientError,
+    frameworkErrors: answerFrameworkError,
     return503OnClosing: false,
   }).withTypeProvider<TypeBoxTypeProvider>();
   // Validation that stops: first error at once, all errors only for small bodies (issue 15).
@@ -264,6 +265,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     await app.register(adminRoutes, {
       store,
       adminToken: config.adminToken,
+      hidden: config.adminApiHidden === true,
       apiKeys,
       streamAccess,
       bus,

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { IDENTIFIER_RULE } from '@flightlog/protocol';
+import { IDENTIFIER_RULE, isMemberUserId } from '@flightlog/protocol';
 import {
   DASHBOARD_LINK_TTL_SECONDS,
   dashboardBaseUrl,
@@ -308,6 +308,11 @@ async function main(argv: string[]): Promise<void> {
         throw new UsageError('--role must be owner, editor or viewer');
       const agentId = required(values.agent, '--agent');
       const userId = required(values.user, '--user');
+      if (!isMemberUserId(userId))
+        throw new UsageError(
+          `--user ${JSON.stringify(userId)}: a user id is 1 to 256 characters, without control, ` +
+            'zero-width or bidi characters, and without white space at either end',
+        );
       return withAdministration(config, async (admin) => {
         if (!(await admin.grantMember(agentId, userId, role)))
           throw new UsageError(`no agent ${agentId}`);

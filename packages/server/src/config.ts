@@ -20,6 +20,12 @@ export interface Config {
   databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   adminToken: string | undefined;
+  /**
+   * The admin token was derived from the local secret (zero-configuration mode), not configured:
+   * the admin API then answers anyone without it as if it did not exist (design.md: it exists
+   * only with ADMIN_TOKEN), and only the CLI beside the server, which reads the secret, uses it.
+   */
+  adminApiHidden?: boolean;
   jwtSecret: string | undefined;
   jwtJwksUrl: string | undefined;
   jwtIssuer: string | undefined;

@@ -37,7 +37,7 @@ export async function createAgent(
   const verifyToken = generateVerifyToken();
   const created = await agents.createAgent({
     id: agentId,
-    name: request.name ?? null,
+    name: storedName(request.name ?? null),
     keyId: newKeyId(),
     keyHash: hashSecret(apiKey),
     verifyTokenHash: hashSecret(verifyToken),
@@ -46,6 +46,11 @@ export async function createAgent(
   return created
     ? { kind: 'created', agent: { agentId, apiKey, verifyToken } }
     : { kind: 'exists' };
+}
+
+/** The name as kept: none for a blank one (see `renameAgent`). */
+function storedName(name: string | null): string | null {
+  return name === null || name.trim() === '' ? null : name;
 }
 
 /**
@@ -58,7 +63,7 @@ export function renameAgent(
   agentId: string,
   name: string | null,
 ): Promise<AgentRow | undefined> {
-  return agents.renameAgent(agentId, name === null || name.trim() === '' ? null : name);
+  return agents.renameAgent(agentId, storedName(name));
 }
 
 /** Issues one more API key for an agent; undefined when the agent does not exist. */

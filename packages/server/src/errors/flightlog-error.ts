@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'last-owner'
   | 'request-timeout'
   | 'payload-too-large'
+  | 'uri-too-long'
   | 'headers-too-large'
   | 'unsupported-media-type'
   | 'too-many-requests'

@@ -5,7 +5,7 @@ import {
   IDENTIFIER_RULE,
   Identifier,
   ProblemSchema,
-  STORABLE_TEXT,
+  MemberUserIdSchema,
   StringEnum,
 } from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
@@ -37,6 +37,8 @@ import { requireAdmin } from './authentication.js';
 export interface AdminRoutesOptions {
   store: Store;
   adminToken: string;
+  /** Refusals answer as a route that does not exist (a token derived from the local secret). */
+  hidden?: boolean;
   apiKeys: ApiKeyResolver;
   /** Ends this instance's live streams of a removed member or deleted agent at once. */
   streamAccess: Pick<StreamAccessGuard, 'memberRemoved' | 'agentDeleted'>;
@@ -51,7 +53,7 @@ export interface AdminRoutesOptions {
 const AgentParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
 const MemberParams = Type.Object({
   id: Type.String({ maxLength: 1024 }),
-  userId: Type.String({ minLength: 1, maxLength: 256, pattern: STORABLE_TEXT }),
+  userId: MemberUserIdSchema,
 });
 const problems = {
   400: ProblemSchema,
@@ -102,7 +104,12 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   const { agents } = options.store;
   app.addHook(
     'onRequest',
-    requireAdmin(options.adminToken, options.tokenGuesses, options.onGuessRefused),
+    requireAdmin(
+      options.adminToken,
+      options.tokenGuesses,
+      options.onGuessRefused,
+      options.hidden === true,
+    ),
   );
 
   app.post(

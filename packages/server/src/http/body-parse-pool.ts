@@ -4,6 +4,7 @@ import { Worker } from 'node:worker_threads';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
 import type { ParseJob, ParseResult } from './body-parse-worker.js';
 import { decodeBody, type BodyDecoder } from './body-decoders.js';
+import type { DataPath } from './prototype-keys.js';
 import { fieldErrorsFromAjv } from './problem.js';
 import { markPrevalidated } from './schema-validator.js';
 
@@ -72,6 +73,7 @@ export class BodyParsePool {
     key: string,
     bytes: Buffer,
     schema: object | undefined,
+    dataPaths: readonly DataPath[] = [],
     decoder: BodyDecoder = 'json',
   ): Promise<unknown> {
     if (this.closed)
@@ -92,7 +94,7 @@ export class BodyParsePool {
           retryAfterSeconds: 1,
         }),
       );
-    const job: ParseJob = { id: this.nextId++, bytes };
+    const job: ParseJob = { id: this.nextId++, bytes, dataPaths };
     if (decoder !== 'json') job.decoder = decoder;
     if (schema) job.schemaId = this.schemaIdOf(schema);
     return new Promise((resolve, reject) => {
@@ -204,7 +206,9 @@ export class BodyParsePool {
       try {
         // validated by the route as usual: not marked
         pending.job.schemaId = undefined;
-        pending.resolve(decodeBody(Buffer.from(result.bytes), pending.job.decoder));
+        pending.resolve(
+          decodeBody(Buffer.from(result.bytes), pending.job.decoder, pending.job.dataPaths),
+        );
       } catch (error) {
         pending.reject(error);
       }
@@ -215,7 +219,14 @@ export class BodyParsePool {
           'The request does not match the schema.',
         ),
       );
-    else pending.reject(new FlightlogError(result.code, result.detail));
+    else
+      pending.reject(
+        new FlightlogError(
+          result.code,
+          result.detail,
+          result.fieldErrors ? { fieldErrors: result.fieldErrors } : {},
+        ),
+      );
     this.dispatch();
   }
 

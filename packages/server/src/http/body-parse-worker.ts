@@ -18,6 +18,8 @@ export interface ParseJob {
   decoder?: BodyDecoder;
   schemaId?: number;
   schema?: object;
+  /** Where prototype keys are kept as data (the route's `jsonDataPaths`). */
+  dataPaths?: readonly (readonly string[])[];
 }
 
 /** Ajv's error objects, as far as the problem answer reads them (http/problem.ts). */
@@ -31,7 +33,13 @@ export interface SchemaError {
 export type ParseResult =
   | { id: number; kind: 'parsed'; value: unknown }
   | { id: number; kind: 'invalid'; errors: SchemaError[] }
-  | { id: number; kind: 'refused'; code: FlightlogError['code']; detail: string }
+  | {
+      id: number;
+      kind: 'refused';
+      code: FlightlogError['code'];
+      detail: string;
+      fieldErrors?: FlightlogError['fieldErrors'];
+    }
   /** The value could not be cloned back (nested too deep): the main thread parses it itself. */
   | { id: number; kind: 'inline'; bytes: Uint8Array };
 
@@ -46,10 +54,17 @@ function handle(job: ParseJob): ParseResult {
     value = decodeBody(
       Buffer.from(job.bytes.buffer, job.bytes.byteOffset, job.bytes.byteLength),
       job.decoder,
+      job.dataPaths,
     );
   } catch (error) {
     if (error instanceof FlightlogError)
-      return { id: job.id, kind: 'refused', code: error.code, detail: error.message };
+      return {
+        id: job.id,
+        kind: 'refused',
+        code: error.code,
+        detail: error.message,
+        ...(error.fieldErrors ? { fieldErrors: error.fieldErrors } : {}),
+      };
     throw error;
   }
   if (job.schemaId === undefined || value === undefined)

@@ -18,6 +18,7 @@ const HTTP: Record<ErrorCode, { status: number; title: string }> = {
   'id-conflict': { status: 409, title: 'Id already in use' },
   'last-owner': { status: 409, title: 'Last owner' },
   'payload-too-large': { status: 413, title: 'Payload too large' },
+  'uri-too-long': { status: 414, title: 'URI too long' },
   'unsupported-media-type': { status: 415, title: 'Unsupported media type' },
   'headers-too-large': { status: 431, title: 'Request header fields too large' },
   'too-many-requests': { status: 429, title: 'Too many requests' },
@@ -178,7 +179,27 @@ export function registerProblemHandler(app: FastifyInstance, metrics: Metrics): 
   });
 }
 
-function noRoute(request: FastifyRequest): FlightlogError {
+/**
+ * Fastify's router refuses a path it cannot route before any handler runs: a segment longer
+ * than `maxParamLength` (no id is that long) or percent-encoding that is not UTF-8. Its own
+ * answer is a JSON body of its own shape that quotes the whole path; these are problems like
+ * every other refusal. Fastify's `frameworkErrors`.
+ */
+export function answerFrameworkError(
+  error: FastifyError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): FastifyReply {
+  const coded =
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? new FlightlogError('uri-too-long', 'A segment of the path is longer than any id.')
+      : error.code === 'FST_ERR_BAD_URL'
+        ? new FlightlogError('malformed-request', 'The path is not valid percent-encoded UTF-8.')
+        : asFlightlogError(error);
+  return sendProblem(request, reply, coded);
+}
+
+export function noRoute(request: FastifyRequest): FlightlogError {
   return new FlightlogError(
     'not-found',
     `No route ${request.method} ${request.url.split('?')[0]}.`,

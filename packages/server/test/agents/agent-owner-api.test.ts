@@ -95,6 +95,15 @@ describeEngines('owner API: onboarding and managing an agent [%s]', (engine) => 
     expect((await call(creator, 'POST', '/v1/agents', { id: 'mine' })).status).toBe(400);
   });
 
+  it('creates an agent with a blank name as one without a name, shown by its id', async () => {
+    for (const blank of ['', '   ']) {
+      const created = await call(creator, 'POST', '/v1/agents', { name: blank });
+      expect(created.status, created.text).toBe(201);
+      const read = await call(creator, 'GET', `/v1/agents/${created.body.agentId}`);
+      expect(read.body.name).toBeNull();
+    }
+  });
+
   it('lets the owner issue a key (shown once) and revoke it: the revoked key is refused with 401', async () => {
     const agent = await onboarded();
     const issued = await call(creator, 'POST', `/v1/agents/${agent.agentId}/keys`);
@@ -175,6 +184,45 @@ describeEngines('owner API: onboarding and managing an agent [%s]', (engine) => 
         { userId: agent.editor, role: 'owner' },
       ]),
     );
+  });
+
+  it('refuses user ids that would look like another user, or like none, and grants nothing', async () => {
+    const agent = await onboarded();
+    const base = `/v1/agents/${agent.agentId}/members`;
+    const lookAlikes = [
+      'mallory ',
+      ' mallory',
+      ' ',
+      '\u200Bmallory',
+      'mal\u202Eyrol',
+      'mallory\u2066',
+      'mal\u0007lory',
+      '\uFEFFmallory',
+      'm\u00ADallory'.replace('\u00AD', '\u200D'),
+    ];
+    for (const userId of lookAlikes) {
+      const res = await call(creator, 'PUT', `${base}/${encodeURIComponent(userId)}`, {
+        role: 'editor',
+      });
+      expect(isProblem(res, 400), `${JSON.stringify(userId)}: ${res.text}`).toBe(true);
+    }
+    const members = await call(creator, 'GET', base);
+    expect(members.body.members.map((m: { userId: string }) => m.userId).sort()).toEqual(
+      [creator, agent.editor, agent.viewer].sort(),
+    );
+    // what an identity provider really issues passes: e-mail, UUID, an URL-like issuer subject
+    for (const userId of [
+      'ana@example.com',
+      '4f1c7d9e-2b1a-4c8e-9f00-1a2b3c4d5e6f',
+      'auth0|6543 21',
+      'Zoë Ñandú 李',
+    ]) {
+      const res = await call(creator, 'PUT', `${base}/${encodeURIComponent(userId)}`, {
+        role: 'viewer',
+      });
+      expect(res.status, `${userId}: ${res.text}`).toBe(200);
+      expect(res.body.userId).toBe(userId);
+    }
   });
 
   it('lets the owner rename the agent, everywhere it is shown; null or a blank name clears it', async () => {

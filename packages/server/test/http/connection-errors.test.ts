@@ -58,4 +58,20 @@ describe('connection-level errors are problem+json, and slow senders are cut off
     const exchange = await rawExchange(server.url, ['HELLO THERE\r\n\r\n']);
     expectProblem(exchange, 400, 'malformed-request');
   });
+
+  it('answers problems, not the router’s own JSON, to a path segment longer than any id or not UTF-8', async () => {
+    const long = await fetch(`${server.url}/v1/traces/${'a'.repeat(5_000)}`);
+    expect(long.status).toBe(414);
+    expect(long.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    const problem = (await long.json()) as { type: string; detail: string };
+    expect(problem.type).toBe('urn:flightlog:problem:uri-too-long');
+    expect(problem.detail).not.toContain('aaaa');
+
+    const broken = await fetch(`${server.url}/v1/traces/%E0%A4%A`);
+    expect(broken.status).toBe(400);
+    expect(broken.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect(((await broken.json()) as { type: string }).type).toBe(
+      'urn:flightlog:problem:malformed-request',
+    );
+  });
 });
