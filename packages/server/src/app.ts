@@ -10,6 +10,7 @@ import type { Config } from './config.js';
 import { adminRoutes } from './http/admin-routes.js';
 import { agentRoutes } from './http/agent-routes.js';
 import { ingestRoutes } from './http/ingest-routes.js';
+import { otlpRoutes } from './http/otlp-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
 import { BodyParsePool } from './http/body-parse-pool.js';
 import { dashboardAssetsDir, dashboardRoutes } from './http/dashboard-routes.js';
@@ -21,6 +22,7 @@ import { answerClientError, answerFrameworkError, registerProblemHandler } from 
 import { liveRoutes } from './http/live-routes.js';
 import { readRoutes } from './http/read-routes.js';
 import { AgentWriteTurns } from './ingest/agent-write-turns.js';
+import { KeyedTurns } from './ingest/keyed-turns.js';
 import { createInProcessBus } from './live/in-process-bus.js';
 import type { LiveBus } from './live/live-bus.js';
 import { LivePublisher } from './live/publish.js';
@@ -179,11 +181,11 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
           maxQueued: Math.max(config.largeBodyMaxPerAgent, 64),
         })
       : undefined;
-  registerJsonBody(
-    app,
-    { maxBytes: config.maxBodyBytes },
-    largeBodies ? { pool: largeBodies, minBytes: config.largeBodyBytes } : undefined,
-  );
+  const bodyLimits = { maxBytes: config.maxBodyBytes };
+  const largeBodyParsing = largeBodies
+    ? { pool: largeBodies, minBytes: config.largeBodyBytes }
+    : undefined;
+  registerJsonBody(app, bodyLimits, largeBodyParsing);
 
   await app.register(swagger, {
     openapi: {
@@ -235,6 +237,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       turns: new AgentWriteTurns(config.largeBodyMaxPerAgent),
       minBytes: config.largeBodyBytes,
     },
+    traceTurns: new KeyedTurns(),
   };
   const lifecycle = new LifecycleSweeper({
     store: store.lifecycle,
@@ -259,6 +262,13 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   const onRunDeleted = () => metrics.lifecycleRuns.inc({ action: 'deleted' });
   await app.register(lifecycleRoutes, { identity, deletion, onRunDeleted });
   await app.register(ingestRoutes, { ingest, apiKeys, metrics });
+  await app.register(otlpRoutes, {
+    ingest,
+    apiKeys,
+    metrics,
+    limits: bodyLimits,
+    largeBodies: largeBodyParsing,
+  });
   await app.register(readRoutes, { store, identity });
   await app.register(agentRoutes, {
     store,

@@ -1,12 +1,12 @@
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { FlightlogError } from '../errors/flightlog-error.js';
-import { parseJson } from './json-body.js';
+import { decodeBody, type BodyDecoder } from './body-decoders.js';
 import { createBoundedValidator } from './schema-validator.js';
 
 /**
- * A body-parse worker (see body-parse-pool.ts): decodes, parses and validates one large body at
- * a time off the event loop. An invalid body goes back as its (bounded) errors only, so the
+ * A body-parse worker (see body-parse-pool.ts): decodes, parses (JSON, or an OTLP protobuf
+ * export) and validates one large body at a time off the event loop. An invalid body goes back as its (bounded) errors only, so the
  * objects it parsed to, and their garbage collection, never reach the main thread.
  */
 
@@ -14,6 +14,8 @@ import { createBoundedValidator } from './schema-validator.js';
 export interface ParseJob {
   id: number;
   bytes: Uint8Array;
+  /** How the bytes are read: JSON (the default), or an OTLP protobuf trace export. */
+  decoder?: BodyDecoder;
   schemaId?: number;
   schema?: object;
   /** Where prototype keys are kept as data (the route's `jsonDataPaths`). */
@@ -49,8 +51,9 @@ const validators = new Map<number, ReturnType<typeof createBoundedValidator>>();
 function handle(job: ParseJob): ParseResult {
   let value: unknown;
   try {
-    value = parseJson(
+    value = decodeBody(
       Buffer.from(job.bytes.buffer, job.bytes.byteOffset, job.bytes.byteLength),
+      job.decoder,
       job.dataPaths,
     );
   } catch (error) {

@@ -4,8 +4,10 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
+import { decodeExportRequest } from '../otlp/otlp-protobuf.js';
 import type { BodyParsePool } from './body-parse-pool.js';
 import { prototypeKeyErrors, type DataPath } from './prototype-keys.js';
+import { markPrevalidated } from './schema-validator.js';
 
 export interface BodyLimits {
   /** Largest body accepted, counted both on the wire and after gzip inflation. */
@@ -202,6 +204,49 @@ declare module 'fastify' {
      */
     jsonDataPaths?: readonly DataPath[];
   }
+}
+
+/**
+ * Adds the OTLP protobuf body (`application/x-protobuf`) to the routes of `app` (an OTLP plugin's
+ * scope), read with the same limits as JSON: plain or gzip, capped, large ones decoded and
+ * validated by the pool in turns by agent. Any other content type is refused with a 415 that
+ * names the two OTLP/HTTP encodings.
+ */
+export function registerOtlpProtobufBody(
+  app: FastifyInstance,
+  limits: BodyLimits,
+  large?: LargeBodies,
+): void {
+  app.addContentTypeParser(
+    'application/x-protobuf',
+    async (request: FastifyRequest, payload: IncomingMessage) => {
+      const bytes = await readBody(
+        payload,
+        request.headers['content-encoding'],
+        request.headers['content-length'],
+        limits,
+      );
+      if (large && bytes.length >= large.minBytes)
+        return large.pool.parse(
+          request.agent ? `agent:${request.agent.agentId}` : `ip:${request.ip}`,
+          bytes,
+          routeBodySchema(request),
+          [],
+          'otlp-protobuf',
+        );
+      // what protobuf decoded has the schema's types by construction (the mapping reads it
+      // defensively all the same): the route's validator need not walk it again
+      const decoded = decodeExportRequest(bytes);
+      markPrevalidated(decoded);
+      return decoded;
+    },
+  );
+  app.addContentTypeParser('*', async () => {
+    throw new FlightlogError(
+      'unsupported-media-type',
+      'Send Content-Type: application/x-protobuf or application/json (OTLP/HTTP).',
+    );
+  });
 }
 
 /** The body schema of the request's route (what its validator checks), if it has one. */

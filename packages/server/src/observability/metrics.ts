@@ -50,6 +50,12 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly otlpSpans = new Counter({
+    name: 'flightlog_otlp_spans_total',
+    help: 'Spans of OTLP exports, by outcome (accepted, duplicate: stored before, rejected)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   readonly rejections = new Counter({
     name: 'flightlog_rejections_total',
     help: 'Requests refused, by problem code',

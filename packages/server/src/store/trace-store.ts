@@ -27,6 +27,13 @@ import {
   type TraceRow,
 } from './trace-rows.js';
 
+/** A stored event's owner: what refusing an id used elsewhere needs to know. */
+export interface StoredEventOwner {
+  id: string;
+  traceId: string;
+  agentId: string;
+}
+
 export type VerifyOutcome = 'verified' | 'rejected' | 'ignored';
 
 export interface BatchWrite {
@@ -279,6 +286,12 @@ SELECT EXISTS (SELECT 1 FROM target) AS found,
 FROM (SELECT 1) AS one
 LEFT JOIN updated u ON true`;
 
+/** Transaction-scoped locks on trace ids, taken in the order given (sorted by the caller). */
+const LOCK_TRACES = `
+SELECT pg_advisory_xact_lock(hashtextextended('flightlog-trace:' || u.id, 0))
+FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n)
+ORDER BY u.n`;
+
 type CompleteTraceRow = TraceRow & { found: boolean; endsBeforeStart: boolean; queued: number };
 
 interface WriteBatchRow {
@@ -464,6 +477,68 @@ export class TraceStore {
       [agentId, write.batchId, outcome],
     );
     return outcome;
+  }
+
+  /**
+   * Runs `work` in one transaction that first takes a lock per trace id (transaction-scoped
+   * advisory locks, in id order), with a store whose every statement runs in that transaction.
+   * Writers that read a trace before they write it (OTLP exports: what is stored decides the
+   * sequence numbers and the totals) take turns per trace this way, on every instance sharing
+   * the database; writers of other traces do not wait. Batches of the client library do not
+   * take these locks: they bring their own snapshots and need none.
+   */
+  async withTraceLocks<T>(
+    traceIds: readonly string[],
+    work: (traces: TraceStore) => Promise<T>,
+  ): Promise<T> {
+    const ids = [...new Set(traceIds)].sort(compareIds);
+    const { engine } = this.sql;
+    return this.sql.transaction(async (tx) => {
+      await tx.query(LOCK_TRACES, [ids]);
+      const inTransaction: SqlClient = {
+        engine,
+        query: (sql, params) => tx.query(sql, params),
+        // already in one: a statement that wants a transaction runs in this one
+        transaction: (inner) => inner(tx),
+        ping: async () => {},
+        close: async () => {},
+      };
+      return work(new TraceStore(inTransaction));
+    });
+  }
+
+  /**
+   * What an OTLP export needs to know before it is written: the stored snapshots of its traces
+   * (of any agent; times with their microseconds) and the owners of those of its event ids that
+   * are stored.
+   */
+  async otlpState(
+    traceIds: readonly string[],
+    eventIds: readonly string[],
+  ): Promise<{ traces: Map<string, Trace>; events: Map<string, StoredEventOwner> }> {
+    // one statement, one round trip: the snapshots (times with their microseconds) and the owners
+    const [row] = await this.sql.query<{
+      traces: (TraceRow & { startedAtText: string; endedAtText: string | null })[] | null;
+      events: StoredEventOwner[] | null;
+    }>(
+      `SELECT
+         (SELECT json_agg(x) FROM (
+            SELECT ${TRACE_COLUMNS},
+              to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "startedAtText",
+              to_char(t.ended_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "endedAtText"
+            FROM traces t WHERE t.id = ANY($1::text[])) x) AS traces,
+         (SELECT json_agg(e) FROM (
+            SELECT id, trace_id AS "traceId", agent_id AS "agentId" FROM events
+            WHERE id = ANY($2::text[])) e) AS events`,
+      [[...new Set(traceIds)], eventIds],
+    );
+    const traces = new Map<string, Trace>();
+    for (const { startedAtText, endedAtText, ...trace } of row?.traces ?? [])
+      // (TRACE_COLUMNS casts the numerics to text: json_agg keeps them exact decimal strings)
+      traces.set(trace.id, { ...trace, startedAt: startedAtText, endedAt: endedAtText } as Trace);
+    const events = new Map<string, StoredEventOwner>();
+    for (const owner of row?.events ?? []) events.set(owner.id, owner);
+    return { traces, events };
   }
 
   /**
