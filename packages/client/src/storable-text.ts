@@ -1,25 +1,9 @@
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+import { storableText } from '@flightlog/protocol';
 
-/**
- * Text the service can store as given (its trace text columns refuse NUL and lone UTF-16
- * surrogates, and cap lengths): NUL and lone surrogates become U+FFFD, and the text is cut to
- * `maxLength` UTF-16 units (never inside a surrogate pair). Cleaning beats refusing here: a
- * summary with one odd character is still worth keeping.
- */
-export function storableText(value: string, maxLength: number): string {
-  let text = value;
-  if (text.length > maxLength) {
-    const last = text.charCodeAt(maxLength - 1);
-    text = text.slice(0, last >= 0xd800 && last <= 0xdbff ? maxLength - 1 : maxLength);
-  }
-  if (text.includes('\u0000')) text = text.replaceAll('\u0000', '\uFFFD');
-  LONE_SURROGATE.lastIndex = 0;
-  if (LONE_SURROGATE.test(text)) {
-    LONE_SURROGATE.lastIndex = 0;
-    text = text.replace(LONE_SURROGATE, '\uFFFD');
-  }
-  return text;
-}
+// The cleaning rule is the wire's, shared with the service's OpenTelemetry mapping.
+export { storableText };
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /** True for 1 to `maxLength` UTF-16 units of text the service stores as given (agent ids). */
 export function isStorableText(value: unknown, maxLength: number): value is string {
