@@ -87,16 +87,21 @@ describe('the step core', () => {
       traceId: session.traceId,
       timed: session.timed.bind(session),
     } as unknown as typeof session;
-    const outer = beginStep(wrapper, 'tool_call');
-    const inner = outer?.run(() => beginStep(wrapper, 'custom'));
+    let inner: ReturnType<typeof beginStep<'custom'>>;
+    await session.timed(
+      'tool_call',
+      async () => {
+        await Promise.resolve();
+        inner = beginStep(wrapper, 'custom');
+      },
+      () => ({ name: 'outer' }),
+    );
     inner?.fail(() => ({ name: 'inner' }), new Error('no route'));
-    outer?.ok(() => ({ name: 'outer' }));
     await new Promise((r) => setImmediate(r)); // recorded one microtask after the end, there
     const events = await recorded.events();
-    const [innerEvent, outerEvent] = events;
-    expect(outerEvent).toMatchObject({ type: 'tool_call', status: 'ok' });
+    const outerEvent = events.find((e) => e.type === 'tool_call');
+    const innerEvent = events.find((e) => e.type === 'custom');
     expect(innerEvent).toMatchObject({
-      type: 'custom',
       status: 'error',
       errorMessage: 'no route',
       parentEventId: outerEvent?.id,
