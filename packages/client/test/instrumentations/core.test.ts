@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { MODEL_PRICES, costOf, findModelPrice } from '../../src/index.js';
+import { randomBytes } from 'node:crypto';
+import { MODEL_PRICES, costOf, decryptPayload, findModelPrice } from '../../src/index.js';
 import { proxyTree } from '../../src/instrumentations/method-proxy.js';
 import { beginStep } from '../../src/instrumentations/observed-step.js';
 import { recordedSession } from '../harness/recorded-session.js';
@@ -105,6 +106,25 @@ describe('the step core', () => {
       status: 'error',
       errorMessage: 'no route',
       parentEventId: outerEvent?.id,
+    });
+  });
+});
+
+describe('payload encryption', () => {
+  it('applies to what the instrumentations record, as to every event', async () => {
+    const key = randomBytes(32).toString('base64');
+    const recorded = recordedSession({}, { SERVICE_MASTER_KEY: key });
+    beginStep(recorded.session, 'mcp_call')?.ok(() => ({
+      server: 's',
+      method: 'tools/call',
+      input: { secret: 'prompt' },
+    }));
+    const [event] = await recorded.events();
+    expect(event?.payloadEncrypted).toBe(true);
+    expect(JSON.stringify(event?.payload)).not.toContain('prompt');
+    expect(decryptPayload(event?.payload, key)).toEqual({
+      kind: 'ok',
+      payload: { server: 's', method: 'tools/call', input: { secret: 'prompt' } },
     });
   });
 });
