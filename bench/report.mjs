@@ -317,11 +317,46 @@ function dashboardRows(json) {
   return rows;
 }
 
+function instrumentationsRows(json) {
+  const benchmark = 'instrumentations';
+  const scenarios = json.scenarios ?? [];
+  if (scenarios.length === 0) return [row({ benchmark, figure: 'instrumentations: not measured' })];
+  const rows = [];
+  for (const s of scenarios) {
+    if (s.transport === 'http')
+      rows.push(
+        row({
+          benchmark,
+          figure: `${s.name}: wrapped vs unwrapped, µs/call`,
+          value: s.wrappedUsPerCall,
+          unit: 'µs',
+          baseline: s.plainUsPerCall,
+          baselineLabel: 'unwrapped client',
+          target: '< 5 % slower',
+          meets: (v) => v < s.plainUsPerCall * 1.05,
+        }),
+      );
+    rows.push(
+      row({
+        benchmark,
+        figure: `${s.name}: instrumentation's own CPU per call`,
+        value: s.instrumentationCpuUsPerCall,
+        unit: 'µs',
+        target: '< 20 µs',
+        meets: (v) => v < 20,
+        note: `CPU over the unwrapped call ${s.overheadCpuUsPerCall?.toFixed(1)} µs, recording the event included`,
+      }),
+    );
+  }
+  return rows;
+}
+
 export const SUMMARISE = {
   ingest: ingestRows,
   live: liveRows,
   client: clientRows,
   analysis: analysisRows,
+  instrumentations: instrumentationsRows,
   dashboard: dashboardRows,
 };
 

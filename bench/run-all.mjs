@@ -1,4 +1,5 @@
-// The benchmark suite (`npm run bench`): runs ingest.mjs, live.mjs, client.mjs, analysis.mjs and dashboard.mjs
+// The benchmark suite (`npm run bench`): runs ingest.mjs, live.mjs, client.mjs, analysis.mjs,
+// instrumentations.mjs and dashboard.mjs
 // one after the other as child processes, each with bounded durations, each with its baselines
 // in the same run (see each file), then prints one summary table (figure, value, baseline, ratio,
 // target, met) and writes the figures to bench/results/latest.json (and as a Markdown table to
@@ -58,6 +59,11 @@ const BENCHMARKS = [
     quick: { BENCH_JOBS: '30', BENCH_ROUNDS: '1', BENCH_DELAY_SAMPLES: '10' },
   },
   {
+    name: 'instrumentations',
+    defaults: { BENCH_CALLS: '500', BENCH_ROUNDS: '5' },
+    quick: { BENCH_CALLS: '100', BENCH_ROUNDS: '1' },
+  },
+  {
     name: 'dashboard',
     defaults: { BENCH_BATCHES: '200', BENCH_ROUNDS: '3' },
     quick: { BENCH_BATCHES: '50', BENCH_ROUNDS: '1', BENCH_RUNS: '10000' },
@@ -83,7 +89,7 @@ function envFor(bench) {
     Object.entries(env).filter(
       ([name]) =>
         /^BENCH_[A-Z_]+$/.test(name) &&
-        !/^BENCH_(INGEST|LIVE|CLIENT|ANALYSIS)_/.test(name) &&
+        !/^BENCH_(INGEST|LIVE|CLIENT|ANALYSIS|INSTRUMENTATIONS|DASHBOARD)_/.test(name) &&
         !['BENCH_ONLY', 'BENCH_QUICK', 'BENCH_SUITE_TIMEOUT_SECONDS'].includes(name) &&
         !/URL$/.test(name),
     ),

@@ -12,9 +12,17 @@
 // Optional: FLIGHTLOG_VERIFY_TOKEN (first run only), FLIGHTLOG_ENVIRONMENT (devnet|mainnet,
 // default devnet), SERVICE_MASTER_KEY (32 random bytes, base64: payloads are encrypted; any other
 // value withholds them, with a warning).
+//
+// The model calls go through the real OpenAI SDK wrapped by observeOpenAI (the SDK answered by a
+// fake model inside this process, through its `fetch` option: no network), so they are recorded
+// the way an agent's would be: timing, usage and cost from the price table. Without the `openai`
+// package installed they are recorded by hand instead, with session.timed. The tool, MCP, x402
+// and chain calls are recorded by hand: their instrumentations (observeMcpClient,
+// observeX402Fetch, observeSolanaConnection) need a real MCP server, paywall or Solana node.
 import { randomBytes, randomInt } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FlightlogClient } from '@flightlog/client';
+import { observeOpenAI } from '@flightlog/client/openai';
 
 const SCENARIOS = ['swap', 'failed-tx', 'tool-loop'];
 const requested = process.argv.slice(2);
@@ -38,8 +46,79 @@ const fakeSignature = () => Array.from(randomBytes(88), (b) => BASE58[b % BASE58
 const JUPITER = 'JUP6LkbZbjS1jKKwapdHNy74zcZ3tLUZoi5QNyVTaV4';
 const STAKE = 'Stake11111111111111111111111111111111111111';
 
-/** A fake model call: waits like one, answers like one, costs like one. */
+const SYSTEM = 'You are a careful Solana trading agent.';
+
+/**
+ * A fake model behind the OpenAI SDK's `fetch` option: it waits like one and answers a chat
+ * completion like one, with the usage OpenAI would report for it.
+ */
+async function fakeModel(_url, init) {
+  const request = JSON.parse(String(init?.body ?? '{}'));
+  const prompt = request.messages?.at(-1)?.content ?? '';
+  const { answer, finishReason } = SCRIPT.get(prompt) ?? { answer: 'OK.', finishReason: 'stop' };
+  await sleep(randomInt(40, 120));
+  const inputTokens = 40 + prompt.length;
+  const outputTokens = 20 + answer.length;
+  const body = {
+    id: `chatcmpl-${randomBytes(6).toString('hex')}`,
+    object: 'chat.completion',
+    created: Math.floor(Date.now() / 1000),
+    model: 'gpt-4o-mini-2024-07-18',
+    choices: [
+      {
+        index: 0,
+        message: { role: 'assistant', content: answer, refusal: null },
+        finish_reason: finishReason,
+        logprobs: null,
+      },
+    ],
+    usage: {
+      prompt_tokens: inputTokens,
+      completion_tokens: outputTokens,
+      total_tokens: inputTokens + outputTokens,
+    },
+  };
+  return new globalThis.Response(JSON.stringify(body), {
+    headers: { 'content-type': 'application/json' },
+  });
+}
+
+/** The OpenAI SDK, when installed (it is a development dependency of this repository). */
+const OpenAI = await import('openai').then(
+  (module) => module.default,
+  () => undefined,
+);
+
+/** What the fake model answers to each prompt (a real one would not need telling). */
+const SCRIPT = new Map();
+
+/** One wrapped client per run: every call through it is recorded in that run's session. */
+const clients = new WeakMap();
+function openAIFor(session) {
+  let openai = clients.get(session);
+  if (openai === undefined) {
+    openai = observeOpenAI(
+      new OpenAI({ apiKey: 'example', baseURL: 'http://fake-model.invalid/v1', fetch: fakeModel }),
+      session,
+    );
+    clients.set(session, openai);
+  }
+  return openai;
+}
+
+/** A model call: through the wrapped SDK when there is one, else recorded by hand. */
 async function llm(session, prompt, answer, finishReason = 'stop') {
+  if (OpenAI !== undefined) {
+    SCRIPT.set(prompt, { answer, finishReason });
+    const completion = await openAIFor(session).chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [
+        { role: 'system', content: SYSTEM },
+        { role: 'user', content: prompt },
+      ],
+    });
+    return completion.choices[0].message.content;
+  }
   const inputTokens = 40 + prompt.length;
   const outputTokens = 20 + answer.length;
   return session.timed(
@@ -53,7 +132,7 @@ async function llm(session, prompt, answer, finishReason = 'stop') {
       model: 'gpt-4o-mini',
       input: {
         messages: [
-          { role: 'system', content: 'You are a careful Solana trading agent.' },
+          { role: 'system', content: SYSTEM },
           { role: 'user', content: prompt },
         ],
       },

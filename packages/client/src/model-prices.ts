@@ -65,6 +65,23 @@ export const MODEL_PRICES: PriceTable = Object.freeze({
  * first and then in {@link MODEL_PRICES}. A provider prefix (`openai/gpt-4o`) is ignored.
  */
 export function findModelPrice(model: string, overrides?: PriceTable): ModelPrice | undefined {
+  // Looked up on every call of an instrumented SDK: remembered per table and model id (a table
+  // is read when first used; to change prices, pass a new one).
+  const table = overrides ?? MODEL_PRICES;
+  let known = lookups.get(table);
+  if (known === undefined) {
+    known = new Map();
+    lookups.set(table, known);
+  }
+  if (known.has(model)) return known.get(model);
+  const price = lookUp(model, overrides);
+  if (known.size < 1_000) known.set(model, price);
+  return price;
+}
+
+const lookups = new WeakMap<PriceTable, Map<string, ModelPrice | undefined>>();
+
+function lookUp(model: string, overrides?: PriceTable): ModelPrice | undefined {
   const id = model.includes('/') ? model.slice(model.lastIndexOf('/') + 1) : model;
   for (const table of overrides === undefined ? [MODEL_PRICES] : [overrides, MODEL_PRICES]) {
     const own = Object.hasOwn(table, id) ? table[id] : undefined;

@@ -74,7 +74,7 @@ export function flightlogMiddleware(
       const payload = () => llmCallPayload(call, read);
       let result: PromiseLike<unknown>;
       try {
-        result = started.run(doGenerate);
+        result = doGenerate();
       } catch (error) {
         started.fail(payload, error);
         throw error;
@@ -104,7 +104,7 @@ export function flightlogMiddleware(
       const started = step;
       let result: PromiseLike<{ stream: ReadableStream<unknown> }>;
       try {
-        result = started.run(doStream) as PromiseLike<{ stream: ReadableStream<unknown> }>;
+        result = doStream() as PromiseLike<{ stream: ReadableStream<unknown> }>;
       } catch (error) {
         started.fail(() => llmCallPayload(call, read), error);
         throw error;

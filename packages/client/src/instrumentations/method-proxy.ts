@@ -53,12 +53,13 @@ function proxyNode(target: object, spec: ProxySpec, root: Root): object {
       if (value === null || (typeof value !== 'object' && typeof value !== 'function'))
         return value;
       if (typeof key !== 'string' && bindToOriginal === false) return value;
+      // The hot path (the SDK reads `this._client`, `create`… on every call): what was handed out.
+      const known = handedOut.get(key);
+      if (known !== undefined && known.from === value) return known.to;
       const descriptor = Reflect.getOwnPropertyDescriptor(original, key);
       // A Proxy must answer a frozen property with its very value.
       if (descriptor !== undefined && !descriptor.configurable && descriptor.writable === false)
         return value;
-      const known = handedOut.get(key);
-      if (known !== undefined && known.from === value) return known.to;
       const made = wrapValue(key, value as object, spec, root, proxy, original, bindToOriginal);
       if (made !== value) handedOut.set(key, { from: value, to: made });
       return made;

@@ -11,8 +11,11 @@ import {
 
 /*
  * The shared core of the instrumentations: one recorded step per SDK call. Loading this module
- * (any instrumentation does) installs the tracking of the current step, so calls nest under the
- * step they run inside — a `session.timed` of the host's, or another instrumented call.
+ * (any instrumentation does) installs the tracking of the current step, so that SDK calls nest
+ * under the `session.timed` step of the host's they run inside. An SDK call is a leaf: it reads
+ * the current step but sets none (nothing a model, MCP, Solana or x402 call does in turn is
+ * recorded), so a program that never uses `timed` never turns the storage on — on Node 20 its
+ * hooks cost every promise of the process, several µs per SDK call.
  */
 const storage = new AsyncLocalStorage<CurrentStep>();
 installStepScope({
@@ -24,8 +27,6 @@ installStepScope({
 export interface ObservedStep<P> {
   /** The event id reserved for the call ('' when the session records nothing). */
   readonly eventId: string;
-  /** Runs the host's call as this step: what it calls in turn nests under it. */
-  run<R>(fn: () => R): R;
   /** Ends the step as ok; `build` makes the payload (a throw costs the event only, with a warning). */
   ok(build: () => P): void;
   /** Ends the step as an error with `error`'s message (whatever was thrown). */
@@ -52,7 +53,7 @@ export function beginStep<K extends EventType>(
     const open = (session as { [OPEN_STEP]?: unknown })[OPEN_STEP];
     if (typeof open === 'function') {
       const opened = open.call(session, type) as OpenStep<PayloadByType[K]> | undefined;
-      return opened === undefined ? undefined : stepOf(opened, traceId);
+      return opened === undefined ? undefined : stepOf(opened);
     }
     return timedStep(session, type, traceId);
   } catch {
@@ -60,24 +61,28 @@ export function beginStep<K extends EventType>(
   }
 }
 
-function stepOf<P>(opened: OpenStep<P>, traceId: string): ObservedStep<P> {
-  const { eventId } = opened;
-  let ended = false;
-  return {
-    eventId,
-    get ended() {
-      return ended;
-    },
-    run: (fn) => (eventId === NO_STEP_ID ? fn() : storage.run({ traceId, eventId }, fn)),
-    ok(build) {
-      ended = true;
-      opened.end(true, build);
-    },
-    fail(build, error) {
-      ended = true;
-      opened.end(false, build, error);
-    },
-  };
+function stepOf<P>(opened: OpenStep<P>): ObservedStep<P> {
+  return new OpenedStep(opened);
+}
+
+/** A step of this package's session (a class: one made per SDK call, kept cheap to make). */
+class OpenedStep<P> implements ObservedStep<P> {
+  readonly eventId: string;
+  ended = false;
+
+  constructor(private readonly opened: OpenStep<P>) {
+    this.eventId = opened.eventId;
+  }
+
+  ok(build: () => P): void {
+    this.ended = true;
+    this.opened.end(true, build);
+  }
+
+  fail(build: () => P, error: unknown): void {
+    this.ended = true;
+    this.opened.end(false, build, error);
+  }
 }
 
 /**
@@ -120,7 +125,6 @@ function timedStep<K extends EventType>(
     get ended() {
       return ended;
     },
-    run: (fn) => (eventId === NO_STEP_ID ? fn() : storage.run({ traceId, eventId }, fn)),
     ok: (payload) => end(true, payload),
     fail: (payload, error) => end(false, payload, error),
   };
@@ -149,7 +153,7 @@ export function instrumentCall<P, R>(
   if (step === undefined) return call();
   let result: R;
   try {
-    result = step.run(call);
+    result = call();
   } catch (error) {
     guard(() => failed(step, error));
     throw error;

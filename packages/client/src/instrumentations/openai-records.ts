@@ -259,8 +259,10 @@ export class OpenAIStreamAccumulator {
       record.finishReason = finish;
       this.finished = true;
     }
-    const id = field(chunk, 'id');
-    if (typeof id === 'string') record.extra = { responseId: id };
+    if (record.extra === undefined) {
+      const id = field(chunk, 'id');
+      if (typeof id === 'string') record.extra = { responseId: id };
+    }
   }
 
   private addResponsesEvent(event: unknown): void {

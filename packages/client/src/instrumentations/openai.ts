@@ -46,10 +46,11 @@ export function observeOpenAI<C extends object>(
 ): C {
   try {
     const read = readLlmOptions(options);
-    const create =
-      (operation: OpenAIOperation): Instrumented =>
-      (original, thisArg, args) =>
-        recordStainlessCall(session, read, readerOf(operation), original, thisArg, args);
+    const create = (operation: OpenAIOperation): Instrumented => {
+      const reader = readerOf(operation);
+      return (original, thisArg, args) =>
+        recordStainlessCall(session, read, reader, original, thisArg, args);
+    };
     // Resources keep their Proxy as `this`, and their `_client` is the client's Proxy: the SDK's
     // helpers call `this._client.chat.completions.create`, which is then recorded, once.
     const resource = (methods: ProxySpec['methods'], children?: ProxySpec['children']) =>

@@ -111,18 +111,17 @@ function watchIterator(
   end: (how: StreamEnd) => void,
   isAborted: () => boolean,
 ): AsyncIterableIterator<unknown> {
-  const step = (result: Promise<IteratorResult<unknown>>) =>
-    result.then(
-      (next) => {
-        if (next.done) end(guardedAborted(isAborted) ? { kind: 'aborted' } : { kind: 'done' });
-        else guard(() => onItem(next.value));
-        return next;
-      },
-      (error: unknown) => {
-        end(guardedAborted(isAborted) ? { kind: 'aborted' } : { kind: 'error', error });
-        throw error;
-      },
-    );
+  // One pair of handlers per iterator, not per item.
+  const onNext = (next: IteratorResult<unknown>) => {
+    if (next.done) end(guardedAborted(isAborted) ? { kind: 'aborted' } : { kind: 'done' });
+    else guard(() => onItem(next.value));
+    return next;
+  };
+  const onError = (error: unknown): never => {
+    end(guardedAborted(isAborted) ? { kind: 'aborted' } : { kind: 'error', error });
+    throw error;
+  };
+  const step = (result: Promise<IteratorResult<unknown>>) => result.then(onNext, onError);
   const observed: AsyncIterableIterator<unknown> = {
     next: (...args: [] | [unknown]) => step(inner.next(...args)),
     return: (value?: unknown) => {

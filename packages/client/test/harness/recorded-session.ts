@@ -15,12 +15,15 @@ export interface RecordedSession {
   flushed(): Promise<Event[]>;
 }
 
-export function recordedSession(settings: { enabled?: boolean } = {}): RecordedSession {
+export function recordedSession(
+  settings: { enabled?: boolean } = {},
+  env: Record<string, string | undefined> = {},
+): RecordedSession {
   const transport = new ScriptedTransport();
   const logger = new RecordingLogger();
   const client = new FlightlogClient(
     { apiKey: 'k', logger, flushOnExit: false, ...settings },
-    { transport },
+    { transport, env },
   );
   const session = client.startSession({ inputSummary: 'instrumented run' });
   const sent = () => transport.requests.flatMap((b) => b.items.flatMap((i) => i.events));

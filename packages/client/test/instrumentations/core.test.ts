@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { MODEL_PRICES, costOf, findModelPrice } from '../../src/index.js';
+import { randomBytes } from 'node:crypto';
+import { MODEL_PRICES, costOf, decryptPayload, findModelPrice } from '../../src/index.js';
 import { proxyTree } from '../../src/instrumentations/method-proxy.js';
 import { beginStep } from '../../src/instrumentations/observed-step.js';
 import { recordedSession } from '../harness/recorded-session.js';
@@ -87,19 +88,43 @@ describe('the step core', () => {
       traceId: session.traceId,
       timed: session.timed.bind(session),
     } as unknown as typeof session;
-    const outer = beginStep(wrapper, 'tool_call');
-    const inner = outer?.run(() => beginStep(wrapper, 'custom'));
+    let inner: ReturnType<typeof beginStep<'custom'>>;
+    await session.timed(
+      'tool_call',
+      async () => {
+        await Promise.resolve();
+        inner = beginStep(wrapper, 'custom');
+      },
+      () => ({ name: 'outer' }),
+    );
     inner?.fail(() => ({ name: 'inner' }), new Error('no route'));
-    outer?.ok(() => ({ name: 'outer' }));
     await new Promise((r) => setImmediate(r)); // recorded one microtask after the end, there
     const events = await recorded.events();
-    const [innerEvent, outerEvent] = events;
-    expect(outerEvent).toMatchObject({ type: 'tool_call', status: 'ok' });
+    const outerEvent = events.find((e) => e.type === 'tool_call');
+    const innerEvent = events.find((e) => e.type === 'custom');
     expect(innerEvent).toMatchObject({
-      type: 'custom',
       status: 'error',
       errorMessage: 'no route',
       parentEventId: outerEvent?.id,
+    });
+  });
+});
+
+describe('payload encryption', () => {
+  it('applies to what the instrumentations record, as to every event', async () => {
+    const key = randomBytes(32).toString('base64');
+    const recorded = recordedSession({}, { SERVICE_MASTER_KEY: key });
+    beginStep(recorded.session, 'mcp_call')?.ok(() => ({
+      server: 's',
+      method: 'tools/call',
+      input: { secret: 'prompt' },
+    }));
+    const [event] = await recorded.events();
+    expect(event?.payloadEncrypted).toBe(true);
+    expect(JSON.stringify(event?.payload)).not.toContain('prompt');
+    expect(decryptPayload(event?.payload, key)).toEqual({
+      kind: 'ok',
+      payload: { server: 's', method: 'tools/call', input: { secret: 'prompt' } },
     });
   });
 });

@@ -137,6 +137,21 @@ describe('observeOpenAI: chat.completions.create', () => {
     }
   });
 
+  it("records a call the SDK retried (a 500, then 200) once, as ok, its time the retries' too", async () => {
+    replying((n) => (n === 1 ? openAIError(500, 'try again') : openAIChat()));
+    const recorded = recordedSession();
+    const openai = observeOpenAI(
+      new OpenAI({ apiKey: 'sk-test', baseURL: `${upstream.url}/v1`, maxRetries: 1 }),
+      recorded.session,
+    );
+    const before = upstream.requests.length;
+    await openai.chat.completions.create({ model: 'gpt-4o-mini', messages });
+    expect(upstream.requests.length - before).toBe(2);
+    const events = await recorded.events();
+    expect(events).toHaveLength(1);
+    expect(events[0]).toMatchObject({ status: 'ok' });
+  });
+
   it('records an aborted request (the signal fired before the answer) as aborted', async () => {
     replying({ sse: [], hang: true });
     const recorded = recordedSession();

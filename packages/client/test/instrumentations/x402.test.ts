@@ -1,6 +1,8 @@
 import { ExactEvmScheme } from '@x402/evm/exact/client';
 import { wrapFetchWithPayment, x402Client } from '@x402/fetch';
 import { privateKeyToAccount } from 'viem/accounts';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observeX402Fetch } from '../../src/instrumentations/x402.js';
 import { NETWORK, PAY_TO, PaywalledServer } from '../harness/paywalled-server.js';
@@ -122,5 +124,67 @@ describe('observeX402Fetch against a paywall built with @x402/express', () => {
       resource: `${server.url}/forecast`,
       captured: false,
     });
+  });
+
+  it("reads x402 v1's headers too (X-PAYMENT, X-PAYMENT-RESPONSE), as x402-fetch 1.x sends them", async () => {
+    const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString('base64');
+    const v1 = http.createServer((req, res) => {
+      if (req.headers['x-payment'] === undefined) {
+        res.writeHead(402, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({ x402Version: 1, accepts: [], error: 'X-PAYMENT header is required' }),
+        );
+        return;
+      }
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'x-payment-response': b64({
+          success: true,
+          transaction: '0xfeed',
+          network: 'base-sepolia',
+          payer: '0xpayer',
+        }),
+      });
+      res.end('{"ok":true}');
+    });
+    await new Promise<void>((resolve) => v1.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(v1.address() as AddressInfo).port}/weather`;
+    try {
+      const recorded = recordedSession();
+      const observed = observeX402Fetch(fetch, recorded.session);
+      expect((await observed(url)).status).toBe(402); // the unpaid try: not recorded
+      const paid = await observed(url, {
+        headers: {
+          'X-PAYMENT': b64({
+            x402Version: 1,
+            scheme: 'exact',
+            network: 'base-sepolia',
+            payload: {
+              signature: '0xsig',
+              authorization: { from: '0xpayer', to: PAY_TO, value: '2500' },
+            },
+          }),
+        },
+      });
+      expect(await paid.json()).toEqual({ ok: true });
+      const events = await recorded.events();
+      expect(events).toHaveLength(1);
+      expect(events[0]?.payload).toEqual({
+        resource: url,
+        amount: '2500',
+        asset: 'unknown',
+        network: 'base-sepolia',
+        scheme: 'exact',
+        payTo: PAY_TO,
+        x402Version: 1,
+        txSignature: '0xfeed',
+        settled: true,
+        payer: '0xpayer',
+        httpStatus: 200,
+      });
+    } finally {
+      v1.closeAllConnections();
+      await new Promise((resolve) => v1.close(resolve));
+    }
   });
 });
