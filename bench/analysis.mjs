@@ -28,14 +28,27 @@
 // (woken by the finalising request), and with the server's worker off and one stand-alone worker
 // process, which learns of new jobs only by polling (ANALYSIS_POLL_MS, default 500).
 //
+// The labelled set (packages/server/test/analysis/labelled-runs/, 61 runs of every shape, four of
+// 10,000 events; first, in this process, needing no database): the score of the heuristic
+// analyzer and of the LLM analyzer with the recorded answers (a local endpoint replays them),
+// each case's top checked as the test checks it; then BENCH_LABELLED_ROUNDS (7) rounds of the
+// heuristic analyzer over every case, the time per analysis (median per case); for the 10,000-
+// event runs, interleaved with a baseline on the same run: one JSON round trip of it
+// (JSON.parse(JSON.stringify(run)), the floor of touching every byte once), the ratio, and the
+// heap (garbage collected before; used just after, and retained once collected again with the
+// autopsy kept). Target: under 200 ms for a 10,000-event run. BENCH_LABELLED_ONLY=1 stops there.
+//
 // It is a benchmark, not a test: nothing is asserted. Bounded: BENCH_TIMEOUT_SECONDS (300)
 // aborts the run; servers, workers and the schema are released on every exit path. Figures are
 // printed and written to bench/results/analysis-latest.json.
 //
 // Env: BENCH_JOBS (300), BENCH_EVENTS (50), BENCH_ROUNDS (3), BENCH_DELAY_SAMPLES (100),
-//      BENCH_TIMEOUT_SECONDS (300), BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test)
+//      BENCH_TIMEOUT_SECONDS (300), BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test),
+//      BENCH_LABELLED_ROUNDS (7), BENCH_LABELLED_ONLY (off)
 
 import { randomBytes } from 'node:crypto';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -45,6 +58,7 @@ import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import pg from 'pg';
 import { monotonicFactory } from 'ulidx';
+import { loadLabelledSet, recordedAnswers, startAnsweringEndpoint } from './labelled-set.mjs';
 import {
   createItemFactory,
   createLifecycle,
@@ -71,6 +85,11 @@ const CFG = {
   timeoutSeconds: envNumber('BENCH_TIMEOUT_SECONDS', 300, 30, 3600),
   databaseUrl: process.env.BENCH_DATABASE_URL?.trim() || 'postgres://postgres@127.0.0.1:5432/test',
   targetDelayMs: 1_000,
+  labelledRounds: Math.round(envNumber('BENCH_LABELLED_ROUNDS', 7, 1, 100)),
+  labelledOnly: ['1', 'true', 'yes'].includes(
+    process.env.BENCH_LABELLED_ONLY?.trim().toLowerCase(),
+  ),
+  targetLargeMs: 200,
 };
 
 const lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
@@ -261,8 +280,150 @@ async function measureDelay(server, apiKey, agentId, token, label) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The labelled set: score, and time per analysis.
+
+v8.setFlagsFromString('--expose-gc');
+const collectGarbage = vm.runInNewContext('gc');
+const MB = 1024 * 1024;
+const signedMb = (bytes) => `${bytes < 0 ? '−' : '+'}${(Math.abs(bytes) / MB).toFixed(2)} MB`;
+
+async function measureLabelledSet() {
+  const set = await loadLabelledSet();
+  const { HeuristicAnalyzer } = await import(join(SERVER_DIST, 'analysis/heuristic-analyzer.js'));
+  const { LlmAnalyzer } = await import(join(SERVER_DIST, 'analysis/llm-analyzer.js'));
+  const cases = set.LABELLED_RUNS.map((c) => ({
+    c,
+    run: c.run(),
+    analyzer: new HeuristicAnalyzer(c.masterKey),
+  }));
+
+  const heuristic = cases.map(({ c, run, analyzer }) =>
+    set.scoreAutopsy(c, analyzer.analyzeNow(run).autopsy),
+  );
+  const answers = recordedAnswers();
+  let answer = '';
+  const endpoint = await startAnsweringEndpoint(() => answer);
+  const llm = [];
+  try {
+    for (const { c, run, analyzer } of cases) {
+      answer = answers[c.id] ?? '';
+      const result = await new LlmAnalyzer({
+        endpoint: {
+          baseUrl: endpoint.baseUrl,
+          model: 'recorded',
+          apiKey: undefined,
+          timeoutMs: 10_000,
+        },
+        fallback: analyzer,
+        masterKey: c.masterKey,
+      }).analyze(run, new globalThis.AbortController().signal);
+      const score = set.scoreAutopsy(c, result.autopsy);
+      llm.push(
+        result.analyzer === 'llm:recorded'
+          ? score
+          : { ...score, ok: false, missing: ['(fell back)'] },
+      );
+    }
+  } finally {
+    await endpoint.close();
+  }
+  const summary = (scores) => ({
+    right: scores.filter((s) => s.ok).length,
+    total: scores.length,
+    misses: scores.filter((s) => !s.ok).map((s) => s.id),
+  });
+
+  // time per analysis: every case once a round; the large ones beside their baseline
+  const times = new Map(cases.map(({ c }) => [c.id, []]));
+  const large = cases.filter(({ run }) => run.events.length >= set.LARGE_RUN_EVENTS);
+  const baselines = new Map(large.map(({ c }) => [c.id, []]));
+  for (const { run, analyzer } of cases) analyzer.analyzeNow(run); // warm-up
+  for (let round = 0; round < CFG.labelledRounds; round++)
+    for (const { c, run, analyzer } of cases) {
+      if (baselines.has(c.id)) {
+        const started = performance.now();
+        JSON.parse(JSON.stringify(run));
+        baselines.get(c.id).push(performance.now() - started);
+      }
+      const started = performance.now();
+      analyzer.analyzeNow(run);
+      times.get(c.id).push(performance.now() - started);
+    }
+  const perCase = [...times.values()].map(median);
+  const heapUsed = () => {
+    // twice: a full collection can leave what the first one finalised
+    collectGarbage();
+    collectGarbage();
+    return process.memoryUsage().heapUsed;
+  };
+  const largeRuns = large.map(({ c, run, analyzer }) => {
+    const justAfter = [];
+    const retained = [];
+    let autopsyBytes = 0;
+    for (let i = 0; i < 3; i++) {
+      const before = heapUsed();
+      const result = analyzer.analyzeNow(run);
+      justAfter.push(process.memoryUsage().heapUsed - before);
+      retained.push(heapUsed() - before);
+      autopsyBytes = Buffer.byteLength(result.autopsy); // keeps the result alive until here
+    }
+    const ms = median(times.get(c.id));
+    const baselineMs = median(baselines.get(c.id));
+    return {
+      id: c.id,
+      events: run.events.length,
+      medianMs: ms,
+      baselineMs,
+      ratio: ms / baselineMs,
+      heapJustAfterBytes: median(justAfter),
+      heapRetainedBytes: median(retained),
+      autopsyBytes,
+    };
+  });
+  const out = {
+    runs: cases.length,
+    heuristic: summary(heuristic),
+    llm: summary(llm),
+    timing: {
+      rounds: CFG.labelledRounds,
+      medianMs: median(perCase),
+      maxMs: Math.max(...perCase),
+    },
+    large: largeRuns,
+    targetLargeMs: CFG.targetLargeMs,
+  };
+
+  console.log(`Labelled set: ${out.runs} runs`);
+  for (const [name, s] of [
+    ['heuristic analyzer', out.heuristic],
+    ['LLM analyzer (recorded answers)', out.llm],
+  ])
+    console.log(
+      `  ${name}: ${s.right} of ${s.total} right${s.misses.length ? ` (missed: ${s.misses.join(', ')})` : ''}`,
+    );
+  console.log(
+    `  time per analysis (heuristic, median of ${CFG.labelledRounds} rounds per case): ` +
+      `median ${out.timing.medianMs.toFixed(2)} ms, slowest case ${out.timing.maxMs.toFixed(1)} ms`,
+  );
+  for (const r of largeRuns)
+    console.log(
+      `  ${r.id} (${r.events.toLocaleString('en-US')} events): ${r.medianMs.toFixed(1)} ms ` +
+        `(JSON round trip of the run ${r.baselineMs.toFixed(1)} ms, ratio ${r.ratio.toFixed(2)}) ` +
+        `${r.medianMs < CFG.targetLargeMs ? '(met)' : '(MISSED)'}; heap ${signedMb(r.heapJustAfterBytes)} ` +
+        `just after, ${signedMb(r.heapRetainedBytes)} retained (the autopsy ${r.autopsyBytes} bytes)`,
+    );
+  console.log('');
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 
 async function main() {
+  const labelled = await measureLabelledSet();
+  if (CFG.labelledOnly) {
+    report(null, null, labelled);
+    return;
+  }
   const { hostname, port } = new URL(CFG.databaseUrl);
   if (!(await reachable(hostname, Number(port || 5432)))) {
     console.error(`!!! PostgreSQL is unreachable at ${CFG.databaseUrl}: nothing measured.`);
@@ -374,7 +535,7 @@ async function main() {
   );
   await server.stop();
 
-  report(sides, delay);
+  report(sides, delay, labelled);
 }
 
 function summarise(runs, baselineMedian) {
@@ -390,7 +551,28 @@ function summarise(runs, baselineMedian) {
   };
 }
 
-function report(sides, delay) {
+function report(sides, delay, labelled) {
+  mkdirSync(RESULTS_DIR, { recursive: true });
+  const out = {
+    measuredAt: new Date().toISOString(),
+    machine: {
+      cpus: os.cpus().length,
+      cpuModel: os.cpus()[0]?.model,
+      memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+      node: process.version,
+    },
+    config: CFG,
+    labelled,
+  };
+  if (sides) Object.assign(out, reportQueue(sides, delay));
+  const tmp = `${RESULTS_FILE}.tmp`;
+  writeFileSync(tmp, `${JSON.stringify(out, null, 2)}\n`);
+  renameSync(tmp, RESULTS_FILE);
+  console.log(`\nWritten to ${RESULTS_FILE}`);
+}
+
+/** Prints the queue's throughput and delay; returns them for the results file. */
+function reportQueue(sides, delay) {
   const baselineMedian = median(sides.baseline.map((r) => r.jobsPerSec));
   const results = {
     baseline: summarise(sides.baseline, baselineMedian),
@@ -427,23 +609,7 @@ function report(sides, delay) {
         ` ${d.medianMs !== null && d.medianMs < CFG.targetDelayMs ? '(met)' : '(MISSED)'}`,
     );
 
-  mkdirSync(RESULTS_DIR, { recursive: true });
-  const out = {
-    measuredAt: new Date().toISOString(),
-    machine: {
-      cpus: os.cpus().length,
-      cpuModel: os.cpus()[0]?.model,
-      memoryGiB: Math.round(os.totalmem() / 2 ** 30),
-      node: process.version,
-    },
-    config: CFG,
-    throughput: results,
-    delay,
-  };
-  const tmp = `${RESULTS_FILE}.tmp`;
-  writeFileSync(tmp, `${JSON.stringify(out, null, 2)}\n`);
-  renameSync(tmp, RESULTS_FILE);
-  console.log(`\nWritten to ${RESULTS_FILE}`);
+  return { throughput: results, delay };
 }
 
 main()

@@ -230,11 +230,45 @@ function analysisRows(json) {
       baseline: json.throughput.baseline?.medianJobsPerSec,
       baselineLabel: 'analyzer in-process, no queue',
     });
+  const labelled = json.labelled;
+  const score = (key, label) =>
+    labelled?.[key] &&
+    row({
+      benchmark,
+      figure: `labelled set (${labelled[key].total} runs): ${label}, cases right`,
+      value: (100 * labelled[key].right) / labelled[key].total,
+      unit: '%',
+      target: '100 %',
+      meets: (v) => v === 100,
+    });
+  // the slowest of the 10,000-event runs, next to a JSON round trip of the same run
+  const slowest = labelled?.large?.reduce((a, b) => (b.medianMs > a.medianMs ? b : a));
+  const largeTarget = labelled?.targetLargeMs ?? 200;
   return [
     delay('inProcessWorker', 'in-server worker'),
     delay('standAloneWorker', 'stand-alone worker'),
     jobs('oneWorker', '1 worker process'),
     jobs('twoWorkers', '2 worker processes'),
+    score('heuristic', 'heuristic analyzer'),
+    score('llm', 'LLM analyzer, recorded answers'),
+    slowest &&
+      row({
+        benchmark,
+        figure: `analysis of a ${slowest.events.toLocaleString('en-US')}-event run (slowest labelled), median`,
+        value: slowest.medianMs,
+        unit: 'ms',
+        baseline: slowest.baselineMs,
+        baselineLabel: 'JSON round trip of the run',
+        target: `< ${largeTarget} ms`,
+        meets: (v) => v < largeTarget,
+      }),
+    slowest &&
+      row({
+        benchmark,
+        figure: 'heap used just after analysing it (retained: the autopsy)',
+        value: slowest.heapJustAfterBytes / 2 ** 20,
+        unit: 'MiB',
+      }),
   ].filter(Boolean);
 }
 

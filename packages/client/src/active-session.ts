@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks';
 import {
   isIdentifier,
   isIsoDateTime,
@@ -14,6 +15,7 @@ import {
 } from '@flightlog/protocol';
 import type { ClientCounters } from './client-stats.js';
 import type { UlidFactory } from './ids.js';
+import { INSTANT_RANGE, dateMs, inRange } from './instants.js';
 import type { WarningChannel } from './logger.js';
 import { isPayloadOf, payloadProblem } from './payload-checks.js';
 import { sealedBytes, type PayloadSealing } from './payload-sealing.js';
@@ -34,6 +36,7 @@ import type {
   TimedSpan,
 } from './session-types.js';
 import { errorText, storableText } from './storable-text.js';
+import { OPEN_STEP, currentStepOf, runInStep, type OpenStep } from './step-scope.js';
 import { runTimed } from './timing.js';
 import { TraceAggregates } from './trace-aggregates.js';
 
@@ -58,9 +61,6 @@ export interface TraceIdentity {
   startedAtMs: number;
 }
 
-/** Instants the service can store: 0001-01-01 to 9999-12-31 UTC. */
-const MIN_MS = -62_135_596_800_000;
-const MAX_MS = 253_402_300_799_999;
 const TEXT_MAX = 65_536;
 /** The protocol's lamports: a non-negative integer as decimal text (re-checked when read again). */
 const LAMPORTS = /^(?:0|[1-9][0-9]*)$/;
@@ -68,15 +68,15 @@ const LAMPORTS = /^(?:0|[1-9][0-9]*)$/;
 const EVENT_OVERHEAD = 300;
 const WARN_INTERVAL_MS = 10_000;
 
+/** Epoch milliseconds of a Date or RFC 3339 string the service can store, else undefined. */
 function toMs(value: unknown): number | undefined {
-  let ms: number;
-  if (value instanceof Date) ms = value.getTime();
-  else if (typeof value === 'string') {
-    if (!isIsoDateTime(value)) return undefined;
-    ms = Date.parse(value.toUpperCase());
-  } else return undefined;
-  return Number.isFinite(ms) && ms >= MIN_MS && ms <= MAX_MS ? ms : undefined;
+  if (typeof value !== 'string') return dateMs(value);
+  if (!isIsoDateTime(value)) return undefined;
+  const ms = Date.parse(value.toUpperCase());
+  return inRange(ms) ? ms : undefined;
 }
+
+const RANGE = INSTANT_RANGE;
 
 interface ResolvedFields {
   startedAtMs: number;
@@ -101,14 +101,13 @@ function resolveFields(fields: EventFields, now: number): ResolvedFields | strin
   if (endedAt === null) endMs = null;
   else if (endedAt !== undefined) {
     endMs = toMs(endedAt);
-    if (endMs === undefined)
-      return 'endedAt must be a valid Date or RFC 3339 date-time (years 1–9999)';
+    if (endMs === undefined) return `endedAt must be a valid Date or RFC 3339 date-time (${RANGE})`;
   }
   let startMs: number | undefined;
   if (startedAt !== undefined) {
     startMs = toMs(startedAt);
     if (startMs === undefined)
-      return 'startedAt must be a valid Date or RFC 3339 date-time (years 1–9999)';
+      return `startedAt must be a valid Date or RFC 3339 date-time (${RANGE})`;
   }
   if (endMs === undefined)
     endMs =
@@ -117,6 +116,9 @@ function resolveFields(fields: EventFields, now: number): ResolvedFields | strin
     const reference = endMs ?? now;
     startMs = durationMs !== undefined ? reference - Math.round(durationMs) : reference;
   }
+  // Each given time was in range; what was computed from a duration may not be.
+  if (!inRange(startMs) || (endMs !== null && !inRange(endMs)))
+    return `the event's times leave the ${RANGE} (startedAt, endedAt and durationMs together)`;
   let duration: number | null = null;
   if (endMs !== null) {
     if (endMs < startMs) return 'endedAt is before startedAt';
@@ -225,11 +227,19 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     let span: TimedSpan;
     let sequence: number;
     let parentEventId: unknown = null;
+    if (typeof run !== 'function') {
+      // Nothing to run, nothing to time: the call is refused like a malformed event, and the
+      // host gets undefined (what calling nothing gives) instead of our TypeError.
+      this.refuse(type, 'timed: run must be a function; nothing was run');
+      return undefined as R;
+    }
     try {
       span = { eventId: this.host.ids.next(), traceId: this.traceId };
       sequence = this.sequence++;
       try {
-        parentEventId = fields?.parentEventId ?? null;
+        // Not given: the step this call runs inside, when an instrumentation tracks it.
+        parentEventId = fields?.parentEventId;
+        if (parentEventId === undefined) parentEventId = currentStepOf(this.traceId);
       } catch (error) {
         this.host.warnings.throttled(
           'timed-fields',
@@ -243,7 +253,9 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       return run({ eventId: '', traceId: this.traceId });
     }
     return runTimed(
-      () => run(span),
+      // Instrumented SDK calls made inside `run` nest under this step (when an instrumentation
+      // is loaded; otherwise this is a plain call).
+      () => runInStep(span, () => run(span)),
       (ok, valueOrError, timing) => {
         try {
           const outcome = (
@@ -251,6 +263,10 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
               ? { ok: true, value: valueOrError as R, durationMs: timing.durationMs }
               : { ok: false, error: valueOrError, durationMs: timing.durationMs }
           ) as TimedOutcome<R>;
+          if (typeof describe !== 'function') {
+            this.refuse(type, 'timed: describe must be a function; no event is recorded');
+            return;
+          }
           let payload: PayloadByType[K];
           try {
             payload = describe(outcome);
@@ -274,21 +290,72 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     );
   }
 
+  /** A step the instrumentations end themselves (see step-scope.ts); undefined when it failed. */
+  [OPEN_STEP]<K extends EventType>(type: K): OpenStep<PayloadByType[K]> | undefined {
+    try {
+      const eventId = this.host.ids.next();
+      const sequence = this.sequence++;
+      const parentEventId = currentStepOf(this.traceId);
+      const startedAtMs = Date.now();
+      const t0 = performance.now();
+      let ended = false;
+      return {
+        eventId,
+        end: (ok, build, error) => {
+          if (ended) return;
+          ended = true;
+          try {
+            const durationMs = performance.now() - t0;
+            let payload: PayloadByType[K];
+            try {
+              payload = build();
+            } catch (thrown) {
+              this.refuse(type, `describe() threw: ${errorText(thrown, 200)}`);
+              return;
+            }
+            this.add(
+              type,
+              payload,
+              {
+                startedAt: new Date(startedAtMs),
+                endedAt: new Date(startedAtMs + Math.round(durationMs)),
+                durationMs,
+                status: ok ? 'ok' : 'error',
+                errorMessage: ok ? null : errorText(error, TEXT_MAX),
+                parentEventId,
+              },
+              eventId,
+              sequence,
+            );
+          } catch (internal) {
+            this.internalError('step', internal);
+          }
+        },
+      };
+    } catch (error) {
+      this.internalError('step', error);
+      return undefined;
+    }
+  }
+
   end(options?: EndOptions): void {
     try {
       this.finish('completed', options, null);
     } catch (error) {
       this.internalError('end', error);
+      this.finishPlainly('completed', null);
     }
   }
 
   fail(error: unknown, options?: EndOptions): void {
+    // errorText never throws: whatever was thrown (an Error, a string, an object whose message
+    // is not text, null, undefined) becomes a message, and the session ends as errored.
+    const message = errorText(error, TEXT_MAX);
     try {
-      // errorText never throws: whatever was thrown (an Error, a string, an object whose message
-      // is not text, null, undefined) becomes a message, and the session ends as errored.
-      this.finish('errored', options, errorText(error, TEXT_MAX));
+      this.finish('errored', options, message);
     } catch (internal) {
       this.internalError('fail', internal);
+      this.finishPlainly('errored', message);
     }
   }
 
@@ -401,7 +468,10 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       const eventBytes =
         EVENT_OVERHEAD + this.traceId.length + sealedBytes(plainBytes, this.host.sealing);
       if (fields === undefined) {
-        // The common case, kept free of intermediate objects: an instant, ok, top level.
+        // The common case, kept free of intermediate objects: an instant, ok, top level. The
+        // host's clock is checked too (a mocked Date.now can be anything).
+        if (!inRange(now))
+          return this.refuse(type, `the clock (Date.now()) is outside the ${RANGE}`);
         event = {
           id,
           traceId: this.traceId,
@@ -414,6 +484,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
           errorMessage: null,
           parentEventId: null,
           payload: body,
+          payloadBytes: plainBytes,
           bytes: eventBytes,
         };
       } else {
@@ -431,6 +502,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
           errorMessage: resolved.errorMessage,
           parentEventId: resolved.parentEventId,
           payload: body,
+          payloadBytes: plainBytes,
           bytes: eventBytes + (resolved.errorMessage?.length ?? 0),
         };
       }
@@ -491,10 +563,13 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
 
   private refuse(type: EventType, reason: string): false {
     this.host.counters.invalidEvents += 1;
+    // String(): an untyped caller's `type` may be anything, a Symbol included (which a template
+    // literal would throw on).
+    const label = String(type).slice(0, 40);
     this.host.warnings.throttled(
-      `invalid:${type}:${reason.slice(0, 60)}`,
+      `invalid:${label}:${reason.slice(0, 60)}`,
       WARN_INTERVAL_MS,
-      `${type} event dropped: ${reason}`,
+      `${label} event dropped: ${reason}`,
       { traceId: this.traceId },
     );
     return false;
@@ -513,10 +588,14 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     const endedAt = this.endOption(options, 'endedAt');
     const given = endedAt === undefined ? undefined : toMs(endedAt);
     if (endedAt !== undefined && given === undefined)
-      this.host.warnings.warn('end: endedAt is not a valid Date; using now', {
-        traceId: this.traceId,
-      });
-    const endedAtMs = Math.max(given ?? Date.now(), this.identity.startedAtMs);
+      this.host.warnings.throttled(
+        'end-endedAt',
+        WARN_INTERVAL_MS,
+        `end: endedAt is not a valid Date (${RANGE}); using now`,
+        { traceId: this.traceId },
+      );
+    const endedAtMs =
+      given === undefined ? this.endNow() : Math.max(given, this.identity.startedAtMs);
     const summary = this.endOption(options, 'outputSummary');
     if (summary !== undefined && summary !== null && typeof summary !== 'string')
       this.host.warnings.warn('end: outputSummary must be a string or null; it is left empty', {
@@ -529,6 +608,32 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     this.traceStatus = status;
     this.host.touch(this);
     this.host.requestFlush();
+  }
+
+  /** Now as an end time: never before the start, and a clock outside the range counts as the start. */
+  private endNow(): number {
+    const now = Date.now();
+    return inRange(now) ? Math.max(now, this.identity.startedAtMs) : this.identity.startedAtMs;
+  }
+
+  /**
+   * The last resort of end()/fail() when `finish` failed (a bug of ours): the session still ends,
+   * now, without the options, as the README promises.
+   */
+  private finishPlainly(status: TraceStatus, error: string | null): void {
+    if (this.traceStatus !== 'running') return;
+    try {
+      const endedAtMs = this.endNow();
+      this.endedAtText = new Date(endedAtMs).toISOString();
+      this.durationMs = endedAtMs - this.identity.startedAtMs;
+      this.outputSummary = null;
+      this.errorMessage = error;
+      this.traceStatus = status;
+      this.host.touch(this);
+      this.host.requestFlush();
+    } catch (internal) {
+      this.internalError('end (plainly)', internal);
+    }
   }
 
   /**

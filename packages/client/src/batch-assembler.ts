@@ -1,8 +1,8 @@
-import { setImmediate as yieldToLoop } from 'node:timers/promises';
-import { performance } from 'node:perf_hooks';
+import type { WarningChannel } from './logger.js';
 import { eventProblem, traceProblem } from './payload-checks.js';
 import { isEncrypted, sealPayload, type PayloadSealing } from './payload-sealing.js';
 import type { DrainedItem, RecordedEvent } from './recorded-event.js';
+import { SliceClock, payloadJson, sealPayloadSliced } from './sliced-json.js';
 
 /** One event as wire JSON: `head` is the event up to its payload (`{"id":…,`), `payload` its JSON. */
 export interface WireEvent {
@@ -18,8 +18,6 @@ export interface WireItem {
   events: WireEvent[];
 }
 
-/** Longest stretch of serialising/encrypting before yielding to the host's other work. */
-const SLICE_MS = 1;
 /**
  * An empty object stands in for the payload when the envelope is checked (the payload's text is
  * checked on its own) and serialised; the envelope's JSON then ends with this, cut off to splice
@@ -49,26 +47,24 @@ function iso(ms: number): string {
   return lastIso;
 }
 
-/**
- * The JSON of a payload copy (plain objects, arrays, JSON primitives: see `snapshotPayload`), or
- * why there is none. The copy was checked when recorded, so this does not fail; kept as a guard.
- */
-function payloadJson(payload: object): { json: string } | { problem: string } {
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(payload) as string | undefined;
-  } catch (error) {
-    return { problem: `payload cannot be serialised: ${(error as Error).message}` };
-  }
-  if (json === undefined || json.charCodeAt(0) !== 123 /* { */)
-    return { problem: 'payload does not serialise to a JSON object' };
-  return { json };
+/** What the assembler needs besides the items. */
+export interface AssemblyLimits {
+  /** Largest payload JSON (UTF-8 bytes, before sealing); a larger one becomes a marker. */
+  maxEventBytes: number;
+  /** Where a payload cut to the marker at flush time is reported (throttled). */
+  warnings: WarningChannel;
+  /** Paces the work (default: slices of 1 ms); tests pass their own clock. */
+  clock?: SliceClock;
 }
 
-function wireEvent(
+const WARN_INTERVAL_MS = 10_000;
+
+async function wireEvent(
   event: RecordedEvent,
   sealing: PayloadSealing,
-): { event: WireEvent } | { problem: string } {
+  limits: AssemblyLimits,
+  clock: SliceClock,
+): Promise<{ event: WireEvent } | { problem: string }> {
   const envelope = {
     id: event.id,
     traceId: event.traceId,
@@ -85,11 +81,39 @@ function wireEvent(
   };
   const problem = eventProblem(envelope);
   if (problem !== null) return { problem: `event does not match the schema: ${problem}` };
-  const plain = payloadJson(event.payload);
-  if ('problem' in plain) return plain;
+  // The payload copy was checked when recorded (plain JSON values, an object at the root); its
+  // size then was an estimate by characters, and here it is measured in UTF-8 bytes as sent.
+  let plain = await payloadJson(event.payload, event.payloadBytes, limits.maxEventBytes, clock);
+  await clock.pause();
+  if ('tooLarge' in plain) {
+    limits.warnings.throttled(
+      'event-too-large',
+      WARN_INTERVAL_MS,
+      `a ${event.type} payload is larger than maxEventBytes (${limits.maxEventBytes}) as UTF-8 JSON; it is replaced by a truncation marker`,
+      { traceId: event.traceId, eventId: event.id },
+    );
+    const json = JSON.stringify({
+      truncated: true,
+      reason: `larger than maxEventBytes (${limits.maxEventBytes})`,
+    });
+    plain = { json, bytes: json.length };
+  }
   // `{…,"payload":{}}` → `{…,` ; batchJson appends `"payload":<json>}`
   const head = JSON.stringify(envelope).slice(0, -PAYLOAD_TAIL.length);
-  return { event: { id: event.id, head, payload: sealPayload(plain.json, sealing) } };
+  const payload = await sealPayloadSliced(plain.json, sealing, clock, sealPayload);
+  return { event: { id: event.id, head, payload } };
+}
+
+/** The snapshot's JSON, or why it cannot be sent (then its item is left out). */
+function traceJson(item: DrainedItem): { json: string } | { problem: string } {
+  try {
+    const problem = traceProblem(item.trace);
+    if (problem !== null)
+      return { problem: `trace snapshot does not match the schema: ${problem}` };
+    return { json: JSON.stringify(item.trace) };
+  } catch (error) {
+    return { problem: `trace snapshot cannot be written: ${(error as Error).message}` };
+  }
 }
 
 /**
@@ -103,20 +127,26 @@ export async function assembleItems(
   items: DrainedItem[],
   sealing: PayloadSealing,
   report: AssemblyReport,
+  limits: AssemblyLimits,
 ): Promise<WireItem[]> {
   const out: WireItem[] = [];
-  let sliceStart = performance.now();
+  const clock = limits.clock ?? new SliceClock();
   for (const item of items) {
-    const problem = traceProblem(item.trace);
-    if (problem !== null) {
-      report.dropped(item.events.length, `trace snapshot does not match the schema: ${problem}`, {
-        traceId: item.trace.id,
-      });
+    const trace = traceJson(item);
+    if ('problem' in trace) {
+      report.dropped(item.events.length, trace.problem, { traceId: item.trace.id });
       continue;
     }
     const events: WireEvent[] = [];
     for (const event of item.events) {
-      const made = wireEvent(event, sealing);
+      // Each event is guarded on its own: whatever goes wrong with one (a bug of ours, a time
+      // `toISOString` cannot write) costs that event only, never its batch.
+      let made: { event: WireEvent } | { problem: string };
+      try {
+        made = await wireEvent(event, sealing, limits, clock);
+      } catch (error) {
+        made = { problem: `event cannot be written: ${(error as Error).message}` };
+      }
       if ('event' in made) events.push(made.event);
       else
         report.dropped(1, made.problem, {
@@ -124,12 +154,9 @@ export async function assembleItems(
           eventId: event.id,
           type: event.type,
         });
-      if (performance.now() - sliceStart > SLICE_MS) {
-        await yieldToLoop();
-        sliceStart = performance.now();
-      }
+      await clock.pause();
     }
-    out.push({ traceId: item.trace.id, trace: JSON.stringify(item.trace), events });
+    out.push({ traceId: item.trace.id, trace: trace.json, events });
   }
   return out;
 }
@@ -140,17 +167,34 @@ export interface VerifyFields {
   verifyToken: string;
 }
 
-/** The request body: a TransportBatchPayload as JSON, joined from pre-serialised fragments. */
-export function batchJson(batchId: string, items: WireItem[], verify?: VerifyFields): string {
-  const parts: string[] = [];
-  for (const item of items) {
-    const events = item.events.map((e) => `${e.head}"payload":${e.payload}}`).join(',');
-    parts.push(`{"trace":${item.trace},"events":[${events}]}`);
-  }
+/**
+ * The request body: a TransportBatchPayload as JSON, in the pre-serialised fragments it is made
+ * of, in order (joined, they are the body). Never joined here: a large payload is encoded from
+ * its own fragment, a step at a time, instead of being copied into one big text first.
+ */
+export function batchJsonParts(
+  batchId: string,
+  items: WireItem[],
+  verify?: VerifyFields,
+): string[] {
+  const parts: string[] = [`{"batchId":${JSON.stringify(batchId)},"items":[`];
+  items.forEach((item, i) => {
+    parts.push(`${i > 0 ? ',' : ''}{"trace":${item.trace},"events":[`);
+    item.events.forEach((e, j) =>
+      parts.push(`${j > 0 ? ',' : ''}${e.head}"payload":`, e.payload, '}'),
+    );
+    parts.push(']}');
+  });
   const tail = verify
     ? `,"agentId":${JSON.stringify(verify.agentId)},"verifyToken":${JSON.stringify(verify.verifyToken)}`
     : '';
-  return `{"batchId":${JSON.stringify(batchId)},"items":[${parts.join(',')}]${tail}}`;
+  parts.push(`]${tail}}`);
+  return parts;
+}
+
+/** The request body as one JSON text (see {@link batchJsonParts}). */
+export function batchJson(batchId: string, items: WireItem[], verify?: VerifyFields): string {
+  return batchJsonParts(batchId, items, verify).join('');
 }
 
 /** Wire bytes of an item, roughly (for the backlog account of split batches). */

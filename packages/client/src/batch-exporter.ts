@@ -1,6 +1,6 @@
 import {
   assembleItems,
-  batchJson,
+  batchJsonParts,
   truncatedPayloadJson,
   wireItemBytes,
   type VerifyFields,
@@ -9,27 +9,24 @@ import {
 } from './batch-assembler.js';
 import type { ClientCounters } from './client-stats.js';
 import { Deferred } from './deferred.js';
-import {
-  gzipJson,
-  type FieldError,
-  type Transport,
-  type TransportOutcome,
-} from './http-transport.js';
+import { type FieldError, type TransportOutcome } from './http-transport.js';
 import type { UlidFactory } from './ids.js';
 import type { WarningChannel } from './logger.js';
 import { sealPayload, type PayloadSealing } from './payload-sealing.js';
 import type { DrainedItem } from './recorded-event.js';
-import { retryDelayMs, type RetryPolicy } from './retry-policy.js';
+import type { RetryingTransport } from './retrying-transport.js';
 import { errorText } from './storable-text.js';
-import { timerDelay } from './timer-delay.js';
+import { gzipSliced } from './sliced-json.js';
 
 /** What a {@link BatchExporter} works with; the client builds it from its settings. */
 export interface BatchExporterOptions {
-  transport: Transport;
-  retry: RetryPolicy;
+  /** Sends each batch, retrying it on its schedule (the one `completeTrace()` uses too). */
+  transport: RetryingTransport;
   /** Bytes of waiting batches kept; past it the oldest waiting batch is dropped. */
   maxBacklogBytes: number;
   sealing: PayloadSealing;
+  /** Largest payload JSON of one event in UTF-8 bytes (the `maxEventBytes` setting). */
+  maxEventBytes: number;
   /**
    * Sent with every batch until one that carries it is acknowledged (202): the service consumes
    * the token only with a batch it stores, so a batch lost on the way must not use it up.
@@ -40,7 +37,6 @@ export interface BatchExporterOptions {
   ids: UlidFactory;
   /** Told when the last waiting batch is done, so the client may flush what piled up meanwhile. */
   onIdle: () => void;
-  random?: () => number;
 }
 
 interface Batch {
@@ -101,8 +97,11 @@ function refusedParts(errors: FieldError[], wire: WireItem[]): RefusedParts | un
  * Sends flushed batches to the service, one request at a time and in order, so a later
  * snapshot of a trace can never overtake an earlier one (the model is OpenTelemetry's batch
  * processor: export one batch at a time, forceFlush waits for the one in flight). Retryable
- * failures are retried with the same batchId (the service deduplicates) after an exponential,
- * jittered delay or the server's Retry-After; a 413 splits the batch in halves. Another refusal
+ * failures are retried by the {@link RetryingTransport} with the same batchId (the service
+ * deduplicates). A 413 splits the batch in halves, and the pieces back off as retries do: while
+ * the service keeps answering 413, each request waits the retry delay of that many failures in a
+ * row (a service that refuses everything gets a handful of requests, not thousands), and the
+ * first delivery ends the backoff. Another refusal
  * that names items or events of the batch (a 409 id conflict, a 400 naming `/items/<i>/…`)
  * drops only those, and the rest goes again as a new batch (the service stores all of a batch or
  * nothing, so nothing of the refused one was kept); a trace whose id the service refused as
@@ -119,8 +118,10 @@ export class BatchExporter {
   /** Trace ids refused as another agent's (409 on `/items/<i>/trace/id`), oldest first. */
   private readonly refusedTraces = new Set<string>();
   private stopped = false;
-  private readonly abort = new AbortController();
-  private wake: (() => void) | undefined;
+  /** Aborted by {@link abandon}, then replaced: each batch sends under the one of its start. */
+  private abort = new AbortController();
+  /** 413s in a row, the first delivery resets it: how long the next request backs off. */
+  private tooLargeInARow = 0;
 
   constructor(private readonly options: BatchExporterOptions) {
     this.verifyPending = options.verify !== undefined;
@@ -174,8 +175,17 @@ export class BatchExporter {
   stop(): void {
     if (this.stopped) return;
     this.stopped = true;
+    this.abandon();
+  }
+
+  /**
+   * Gives up on what is pending now (the exit flush's deadline): aborts the request in flight or
+   * its retry wait, drops the waiting batches, counts their events. Unlike {@link stop}, batches
+   * enqueued later are sent as usual.
+   */
+  abandon(): void {
     this.abort.abort();
-    this.wake?.();
+    this.abort = new AbortController();
     for (const batch of this.queue.splice(0)) this.drop(batch);
     this.queuedByteCount = 0;
   }
@@ -232,15 +242,19 @@ export class BatchExporter {
   }
 
   private async run(batch: Batch): Promise<void> {
+    const signal = this.abort.signal;
     try {
       // Let the host's call that triggered the flush return before any of our work starts.
       await new Promise<void>((resolve) => setImmediate(resolve));
-      await this.deliver(batch);
+      await this.deliver(batch, signal);
     } catch (error) {
       // Only a bug of ours gets here; the host must not pay for it.
-      this.options.warnings.warn('internal error while sending a batch; it is dropped', {
-        error: errorText(error, 500),
-      });
+      this.options.warnings.throttled(
+        'internal:send',
+        WARN_INTERVAL_MS,
+        'internal error while sending a batch; it is dropped',
+        { error: errorText(error, 500) },
+      );
       this.drop(batch);
     } finally {
       this.current = undefined;
@@ -249,83 +263,84 @@ export class BatchExporter {
     }
   }
 
-  private async deliver(batch: Batch): Promise<void> {
+  private async deliver(batch: Batch, signal: AbortSignal): Promise<void> {
     if (batch.wire === undefined) {
-      batch.wire = await assembleItems(batch.drained ?? [], this.options.sealing, {
-        dropped: (count, reason, context) => {
-          this.options.counters.droppedEvents += count;
-          batch.eventCount -= count;
-          this.options.warnings.throttled(
-            `unsendable:${reason.slice(0, 40)}`,
-            WARN_INTERVAL_MS,
-            `event dropped at flush: ${reason}`,
-            context,
-          );
+      batch.wire = await assembleItems(
+        batch.drained ?? [],
+        this.options.sealing,
+        {
+          dropped: (count, reason, context) => {
+            this.options.counters.droppedEvents += count;
+            batch.eventCount -= count;
+            this.options.warnings.throttled(
+              `unsendable:${reason.slice(0, 40)}`,
+              WARN_INTERVAL_MS,
+              `event dropped at flush: ${reason}`,
+              context,
+            );
+          },
         },
-      });
+        { maxEventBytes: this.options.maxEventBytes, warnings: this.options.warnings },
+      );
       batch.drained = undefined;
     }
-    for (;;) {
-      if (this.stopped) return this.drop(batch);
-      if (batch.body === undefined) {
-        const wire = this.withoutRefusedTraces(batch);
-        if (wire.length === 0) return batch.done.resolve();
-        // Decided once per body: every retry of a batchId sends the same bytes.
-        batch.withVerify = this.verifyPending;
-        batch.body = await gzipJson(
-          batchJson(batch.batchId, wire, batch.withVerify ? this.options.verify : undefined),
+    if (signal.aborted) return this.drop(batch);
+    if (batch.body === undefined) {
+      const wire = this.withoutRefusedTraces(batch);
+      if (wire.length === 0) return batch.done.resolve();
+      // Decided once per body: every retry of a batchId sends the same bytes.
+      batch.withVerify = this.verifyPending;
+      batch.body = await gzipSliced(
+        batchJsonParts(batch.batchId, wire, batch.withVerify ? this.options.verify : undefined),
+      );
+      if (signal.aborted) return this.drop(batch);
+    }
+    const { outcome, attempts } = await this.options.transport.sendBatch(batch.body, {
+      signal,
+      failuresBefore: this.tooLargeInARow,
+      onRetry: (retry, attempt, delay) => {
+        this.options.counters.retriedRequests += 1;
+        this.options.warnings.throttled(
+          'retrying',
+          WARN_INTERVAL_MS,
+          `batch not delivered (${retry.reason}); retrying in ${delay} ms with the same batchId`,
+          { batchId: batch.batchId, attempt: batch.attempts + attempt },
         );
-        if (this.stopped) return this.drop(batch);
-      }
-      batch.attempts += 1;
-      const outcome = await this.options.transport.sendBatch(batch.body, this.abort.signal);
-      if (this.stopped && outcome.kind !== 'ok') return this.drop(batch);
-      switch (outcome.kind) {
-        case 'ok':
-          this.options.counters.sentBatches += 1;
-          if (outcome.replayed) this.options.counters.replayedBatches += 1;
-          this.options.counters.deliveredEvents += batch.eventCount;
-          if (batch.withVerify) {
-            // The service looked at the token with a batch it stored: it is used up either way.
-            this.verifyPending = false;
-            if (outcome.verify === 'rejected')
-              this.options.warnings.warn(
-                'the service rejected verifyToken (wrong, already used, or not this agent’s); the batch was stored',
-                { agentId: this.options.verify?.agentId },
-              );
-          }
-          return batch.done.resolve();
-        case 'retryable': {
-          if (batch.attempts >= this.options.retry.maxAttempts) {
-            this.options.counters.failedBatches += 1;
-            this.options.warnings.throttled(
-              'gave-up',
-              WARN_INTERVAL_MS,
-              `batch given up after ${batch.attempts} attempts: ${outcome.reason}`,
-              { batchId: batch.batchId, events: batch.eventCount },
+      },
+    });
+    batch.attempts += attempts;
+    if (signal.aborted && outcome.kind !== 'ok') return this.drop(batch);
+    switch (outcome.kind) {
+      case 'ok':
+        this.tooLargeInARow = 0;
+        this.options.counters.sentBatches += 1;
+        if (outcome.replayed) this.options.counters.replayedBatches += 1;
+        this.options.counters.deliveredEvents += batch.eventCount;
+        if (batch.withVerify) {
+          // The service looked at the token with a batch it stored: it is used up either way.
+          this.verifyPending = false;
+          if (outcome.verify === 'rejected')
+            this.options.warnings.warn(
+              'the service rejected verifyToken (wrong, already used, or not this agent’s); the batch was stored',
+              { agentId: this.options.verify?.agentId },
             );
-            return this.drop(batch);
-          }
-          const delay = retryDelayMs(
-            this.options.retry,
-            batch.attempts,
-            outcome.retryAfterMs,
-            this.options.random,
-          );
-          this.options.warnings.throttled(
-            'retrying',
-            WARN_INTERVAL_MS,
-            `batch not delivered (${outcome.reason}); retrying in ${delay} ms with the same batchId`,
-            { batchId: batch.batchId, attempt: batch.attempts },
-          );
-          this.options.counters.retriedRequests += 1;
-          await this.sleep(delay);
-          continue;
         }
-        case 'failed':
-          if (outcome.status === 413) return this.splitTooLarge(batch, outcome.detail);
-          return this.refused(batch, outcome);
-      }
+        return batch.done.resolve();
+      case 'retryable':
+        this.options.counters.failedBatches += 1;
+        this.options.warnings.throttled(
+          'gave-up',
+          WARN_INTERVAL_MS,
+          `batch given up after ${batch.attempts} attempts: ${outcome.reason}`,
+          { batchId: batch.batchId, events: batch.eventCount },
+        );
+        return this.drop(batch);
+      case 'failed':
+        if (outcome.status === 413) {
+          this.tooLargeInARow += 1;
+          return this.splitTooLarge(batch, outcome.detail);
+        }
+        return this.refused(batch, outcome);
     }
   }
 
@@ -452,9 +467,11 @@ export class BatchExporter {
     } else if (wire.length === 1 && (wire[0] as WireItem).events.length === 1 && !batch.truncated) {
       const item = wire[0] as WireItem;
       const event = item.events[0] as WireEvent;
-      this.options.warnings.warn(
-        `an event is too large for the service (${detail}); its payload is replaced by a truncation marker`,
-        { traceId: item.traceId, eventId: event.id, bytes: event.payload.length },
+      this.options.warnings.throttled(
+        'too-large-event',
+        WARN_INTERVAL_MS,
+        'an event is too large for the service; its payload is replaced by a truncation marker',
+        { detail, traceId: item.traceId, eventId: event.id, bytes: event.payload.length },
       );
       const marker = sealPayload(
         truncatedPayloadJson('too large for the service', event.payload.length),
@@ -472,9 +489,11 @@ export class BatchExporter {
     }
     if (pieces === undefined) {
       this.options.counters.failedBatches += 1;
-      this.options.warnings.warn(
-        `a batch is too large for the service even alone (${detail}); ${batch.eventCount} events dropped`,
-        { batchId: batch.batchId },
+      this.options.warnings.throttled(
+        'too-large-dropped',
+        WARN_INTERVAL_MS,
+        'a batch is too large for the service even alone; its events are dropped',
+        { detail, batchId: batch.batchId, events: batch.eventCount },
       );
       return this.drop(batch);
     }
@@ -500,21 +519,5 @@ export class BatchExporter {
   private drop(batch: Batch): void {
     this.options.counters.droppedEvents += batch.eventCount;
     batch.done.resolve();
-  }
-
-  /** An unref'd wait (a retry delay never keeps the process alive), cut short by stop(). */
-  private sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, timerDelay(ms));
-      timer.unref();
-      function done() {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = () => {
-        this.wake = undefined;
-        done();
-      };
-    });
   }
 }

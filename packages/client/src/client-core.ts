@@ -13,13 +13,15 @@ import {
 } from './client-registry.js';
 import { HttpTransport, type Transport } from './http-transport.js';
 import { UlidFactory } from './ids.js';
+import { INSTANT_RANGE, dateMs } from './instants.js';
 import type { WarningChannel } from './logger.js';
 import { parseMasterKey } from './payload-cipher.js';
 import { completeBodyProblem } from './payload-checks.js';
 import type { PayloadSealing } from './payload-sealing.js';
 import type { RecordedEvent, SnapshotSource } from './recorded-event.js';
-import { retryDelayMs } from './retry-policy.js';
 import { NoopSession } from './noop-session.js';
+import { holdProcess } from './process-hold.js';
+import { RetryingTransport } from './retrying-transport.js';
 import type { FlightlogSession, SessionOptions } from './session-types.js';
 import type { ResolvedSettings } from './settings.js';
 import { errorText, isStorableText, storableText } from './storable-text.js';
@@ -55,7 +57,10 @@ export type CompleteOutcome =
  * use needs none of them; tests and benchmarks substitute the transport to run without network.
  */
 export interface ClientDependencies {
-  /** Sends the requests. Default: HTTP(S) to `ingestUrl` over `node:http` with keep-alive. */
+  /**
+   * Sends the requests, one attempt each: the client retries `retryable` outcomes itself, on its
+   * `retry` schedule. Default: HTTP(S) to `ingestUrl` over `node:http` with keep-alive.
+   */
   transport?: Transport;
   /** Where `SERVICE_MASTER_KEY` is read when the client is created. Default `process.env`. */
   env?: Record<string, string | undefined>;
@@ -111,11 +116,16 @@ export class ClientCore implements SessionHost, RegisteredClient {
   readonly sealing: PayloadSealing;
   private readonly buffer: EventBuffer;
   private readonly exporter: BatchExporter;
-  private readonly transport: Transport;
+  private readonly transport: RetryingTransport;
   private flushDue = false;
   private flushScheduled = false;
   private closing: Promise<FlushResult> | undefined;
-  private readonly abort = new AbortController();
+  /**
+   * One controller per `completeTrace()` in progress, aborted by close(). Not one signal shared
+   * by all of them: 20 calls at once would put 20 listeners on it and Node would print a
+   * MaxListenersExceededWarning on the host's stderr.
+   */
+  private readonly completeCalls = new Set<AbortController>();
   /** Registered as busy (kept alive by the registry) while something is buffered or sending. */
   private busy = false;
   /** The ref'd timer that keeps the process up while the exit flush delivers. */
@@ -130,20 +140,23 @@ export class ClientCore implements SessionHost, RegisteredClient {
   ) {
     this.maxEventBytes = settings.maxEventBytes;
     this.sealing = this.sealingFrom((dependencies.env ?? process.env).SERVICE_MASTER_KEY);
-    this.transport =
+    this.transport = new RetryingTransport(
       dependencies.transport ??
-      new HttpTransport({
-        ingestUrl: settings.ingestUrl,
-        apiKey: settings.apiKey,
-        timeoutMs: settings.requestTimeoutMs,
-        userAgent: USER_AGENT,
-      });
+        new HttpTransport({
+          ingestUrl: settings.ingestUrl,
+          apiKey: settings.apiKey,
+          timeoutMs: settings.requestTimeoutMs,
+          userAgent: USER_AGENT,
+        }),
+      settings.retry,
+      dependencies.random,
+    );
     this.buffer = new EventBuffer(settings.maxBufferBytes);
     this.exporter = new BatchExporter({
       transport: this.transport,
-      retry: settings.retry,
       maxBacklogBytes: settings.maxBacklogBytes,
       sealing: this.sealing,
+      maxEventBytes: settings.maxEventBytes,
       verify:
         settings.verifyToken === undefined
           ? undefined
@@ -152,7 +165,6 @@ export class ClientCore implements SessionHost, RegisteredClient {
       counters: this.counters,
       ids: this.ids,
       onIdle: () => this.onIdle(),
-      ...(dependencies.random ? { random: dependencies.random } : {}),
     });
     // The flush timer is unref'd (it never keeps the host's process alive) and holds this client
     // only weakly (an idle client the host dropped can be collected); see client-registry.ts.
@@ -256,8 +268,9 @@ export class ClientCore implements SessionHost, RegisteredClient {
           `close(): not everything was delivered within ${timeoutMs} ms; ${pending} events dropped`,
         );
       }
-      this.abort.abort();
-      this.transport.close?.();
+      for (const call of this.completeCalls) call.abort();
+      this.transport.close();
+      this.warnings.reportHeldBack();
       return result;
     })();
     return this.closing;
@@ -271,23 +284,42 @@ export class ClientCore implements SessionHost, RegisteredClient {
     const problem = completeBodyProblem(body);
     if (problem !== null)
       return { kind: 'failed', status: null, detail: `invalid completeTrace body: ${problem}` };
-    // The batches that create the trace must arrive first, or the service answers 404.
-    await this.flush();
-    for (let attempt = 1; ; attempt++) {
-      const outcome = await this.transport.complete(traceId, body, this.abort.signal);
-      if (outcome.kind === 'ok') return { kind: 'ok' };
-      if (outcome.kind === 'failed') {
-        this.warnings.warn(`completeTrace refused with ${outcome.status}: ${outcome.detail}`, {
-          traceId,
-        });
-        return { kind: 'failed', status: outcome.status, detail: outcome.detail };
+    // The host is awaiting this: the process stays up until the outcome is known, retry waits
+    // included (they are unref'd, and so are the sockets).
+    const release = holdProcess();
+    const call = new AbortController();
+    this.completeCalls.add(call);
+    try {
+      // The batches that create the trace must arrive first, or the service answers 404.
+      await this.flush();
+      const { outcome, attempts } = await this.transport.complete(traceId, body, {
+        signal: call.signal,
+      });
+      switch (outcome.kind) {
+        case 'ok':
+          return { kind: 'ok' };
+        case 'failed':
+          this.warnings.throttled(
+            `complete-refused:${outcome.status}`,
+            10_000,
+            `completeTrace refused with ${outcome.status}: ${outcome.detail}`,
+            { traceId },
+          );
+          return { kind: 'failed', status: outcome.status, detail: outcome.detail };
+        case 'retryable':
+          this.warnings.throttled(
+            'complete-gave-up',
+            10_000,
+            call.signal.aborted
+              ? `completeTrace aborted by close(): ${outcome.reason}`
+              : `completeTrace gave up after ${attempts} attempts: ${outcome.reason}`,
+            { traceId },
+          );
+          return { kind: 'failed', status: null, detail: outcome.reason };
       }
-      if (attempt >= this.settings.retry.maxAttempts || this.abort.signal.aborted) {
-        this.warnings.warn(`completeTrace gave up: ${outcome.reason}`, { traceId });
-        return { kind: 'failed', status: null, detail: outcome.reason };
-      }
-      const delay = retryDelayMs(this.settings.retry, attempt, outcome.retryAfterMs);
-      await new Promise<void>((resolve) => setTimeout(resolve, timerDelay(delay)).unref());
+    } finally {
+      this.completeCalls.delete(call);
+      release();
     }
   }
 
@@ -303,11 +335,13 @@ export class ClientCore implements SessionHost, RegisteredClient {
 
   /**
    * Node's `beforeExit`: the event loop ran dry and the host never called `close()`. What is
-   * buffered is sent. Retry delays are unref'd timers, so without more the process would exit in
-   * the middle of a retry (after a 429 or 503) and lose the batch silently: while delivery is
-   * pending, a ref'd timer keeps the process up for at most `flushTimeoutMs`. When delivery
-   * ends, the timer goes and the process exits; when the time runs out first, one warning says
-   * how many events were not delivered, and the process is not held again.
+   * buffered is sent. Retry delays and sockets are unref'd, so without more the process would
+   * exit in the middle of a request or a retry (after a 429 or 503) and lose the batch silently:
+   * while delivery is pending, a ref'd timer keeps the process up for at most `flushTimeoutMs`.
+   * When delivery ends, the timer goes and the process exits; when the time runs out first, the
+   * request in flight is aborted, what waits is dropped and counted, one warning says how many
+   * events were not delivered, and the process, held by nothing else of the client, exits. It is
+   * not held again.
    */
   flushBeforeExit(): void {
     this.warnings.guard('the flush before exit', () => {
@@ -321,6 +355,8 @@ export class ClientCore implements SessionHost, RegisteredClient {
             this.exitHold = undefined;
             this.exitHoldExpired = true;
             const pending = this.exporter.pendingEvents + this.buffer.eventCount;
+            // Nothing of ours may outlive the hold: a socket waiting on a silent service would.
+            this.exporter.abandon();
             this.warnings.once(
               'exit-undelivered',
               `the process is exiting with ${pending} events not delivered: the service did not take them within flushTimeoutMs (${timeoutMs} ms) of the exit flush, so they are lost. Call await client.close() before exiting to choose how long to wait.`,
@@ -390,10 +426,12 @@ export class ClientCore implements SessionHost, RegisteredClient {
       // A getter that throws: the body is refused like any other invalid one.
       return { unreadable: errorText(error, 200) };
     }
-    if (body.endedAt instanceof Date)
-      body.endedAt = Number.isNaN(body.endedAt.getTime())
-        ? 'invalid date'
-        : body.endedAt.toISOString();
+    if (typeof body.endedAt === 'object' && body.endedAt !== null) {
+      // A Date the service cannot store (or a Proxy, or a subclass's odd getTime) is sent as text
+      // the service refuses, so the call fails with its 400 instead of throwing here.
+      const ms = dateMs(body.endedAt);
+      body.endedAt = ms === undefined ? 'invalid date' : new Date(ms).toISOString();
+    }
     for (const key of ['outputSummary', 'errorMessage'])
       if (typeof body[key] === 'string') body[key] = storableText(body[key] as string, TEXT_MAX);
     return body;
@@ -451,15 +489,9 @@ export class ClientCore implements SessionHost, RegisteredClient {
 
     let startedAtMs = Date.now();
     if (options.startedAt !== undefined) {
-      let ms = NaN;
-      try {
-        if (options.startedAt instanceof Date) ms = options.startedAt.getTime();
-      } catch {
-        // a Date subclass whose getTime throws: as invalid as any other value
-      }
-      if (Number.isFinite(ms) && ms >= -62_135_596_800_000 && ms <= 253_402_300_799_999)
-        startedAtMs = ms;
-      else warn('startedAt must be a valid Date (years 1–9999); now is used');
+      const ms = dateMs(options.startedAt);
+      if (ms !== undefined) startedAtMs = ms;
+      else warn(`startedAt must be a valid Date (${INSTANT_RANGE}); now is used`);
     }
 
     return { traceId, agentId, inputSummary, tags: this.tagsFrom(options.tags, warn), startedAtMs };

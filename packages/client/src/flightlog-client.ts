@@ -144,9 +144,12 @@ export class FlightlogClient {
 
   /**
    * Finalises a trace through `POST /v1/traces/:id/complete` (e.g. a run recorded with a session
-   * that was never ended, or finished by another process). Flushes first, so the batches that
-   * created the trace arrive before; retries like batches. With no body the trace becomes
-   * `completed` at the server's current time. Never rejects: the outcome is a value.
+   * that was never ended, or finished by another process). Flushes first (waiting at most
+   * `flushTimeoutMs`), so the batches that created the trace arrive before; retries on the
+   * `retry` schedule, as batches do (at most `maxAttempts` requests). Until it settles it keeps
+   * the process alive, retry waits included, so a host awaiting it is never cut short. With no
+   * body the trace becomes `completed` at the server's current time. Never rejects: the outcome is
+   * a value, and a failure is also logged. `close()` aborts calls still pending.
    */
   async completeTrace(traceId: string, body?: CompleteTraceOptions): Promise<CompleteOutcome> {
     try {

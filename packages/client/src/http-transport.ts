@@ -1,11 +1,8 @@
 import http from 'node:http';
 import https from 'node:https';
-import { promisify } from 'node:util';
-import { gzip } from 'node:zlib';
+import { redactUrls } from './redact.js';
 import { parseRetryAfter } from './retry-policy.js';
 import { timerDelay } from './timer-delay.js';
-
-const gzipAsync = promisify(gzip);
 
 /** Problem bodies are small; a wrong `ingestUrl` may answer with anything, so reads are capped. */
 const MAX_ERROR_BODY = 16 * 1024;
@@ -38,7 +35,11 @@ export interface FieldError {
   detail: string;
 }
 
-/** Sends requests to the ingest service. Implemented over HTTP; tests may substitute one. */
+/**
+ * Sends requests to the ingest service, one attempt per call (the client retries `retryable`
+ * outcomes itself). Implemented over HTTP; tests may substitute one. A call never throws or
+ * rejects, ends soon after `signal` aborts, and should not keep the process alive by itself.
+ */
 export interface Transport {
   /** POST /v1/traces/batch with an already gzip-compressed JSON body. */
   sendBatch(body: Buffer, signal: AbortSignal): Promise<TransportOutcome>;
@@ -46,11 +47,6 @@ export interface Transport {
   complete(traceId: string, body: object, signal: AbortSignal): Promise<TransportOutcome>;
   /** Releases connections once the client is closed. */
   close?(): void;
-}
-
-/** Compresses a JSON text on libuv's thread pool, so the host's event loop is not held. */
-export function gzipJson(json: string): Promise<Buffer> {
-  return gzipAsync(Buffer.from(json, 'utf8'));
 }
 
 /**
@@ -117,16 +113,24 @@ function isRetryableStatus(status: number): boolean {
  * The client's HTTP transport over `node:http`/`node:https`, on a keep-alive agent of its own.
  * Not `fetch`: undici's fetch spends 1-2 ms of the event loop building each request on a small
  * core (WHATWG Request, Headers and streams), a stall on every flush; a plain request costs a
- * fraction of that. Idle keep-alive sockets are unref'd by Node, so they never keep the process
- * alive. Each request has its own deadline (an unref'd timer) and can be aborted by the caller.
- * Redirects are not followed: a POST redirected to GET would be lost silently.
+ * fraction of that. Its sockets never keep the process alive, idle (Node unrefs those) or busy
+ * (unref'd here): a request to a service that never answers must not hold a host that has
+ * finished, and whoever waits on the host's behalf (an awaited call, the exit flush) holds the
+ * process with a timer of its own, for as long as it promised. Each request has its own deadline
+ * (an unref'd timer) and can be aborted by the caller. Redirects are not followed: a POST
+ * redirected to GET would be lost silently.
  */
 export class HttpTransport implements Transport {
   private readonly base: URL;
+  /** The host to connect to: an IPv6 literal without the brackets the URL writes it with. */
+  private readonly hostname: string;
   private readonly agent: http.Agent;
 
   constructor(private readonly options: HttpTransportOptions) {
     this.base = new URL(options.ingestUrl);
+    // `new URL('http://[::1]:8080').hostname` is `[::1]`; given that, Node looks the name up in
+    // DNS and fails with ENOTFOUND (the Host header gets its brackets back from Node).
+    this.hostname = this.base.hostname.replace(/^\[(.*)\]$/, '$1');
     const agentOptions = { keepAlive: true, maxSockets: 2, timeout: 30_000 };
     this.agent =
       this.base.protocol === 'https:'
@@ -169,7 +173,7 @@ export class HttpTransport implements Transport {
       };
       const request = (this.base.protocol === 'https:' ? https : http).request({
         protocol: this.base.protocol,
-        hostname: this.base.hostname,
+        hostname: this.hostname,
         port: this.base.port,
         path: this.base.pathname.replace(/\/$/, '') + path,
         method: 'POST',
@@ -192,6 +196,8 @@ export class HttpTransport implements Transport {
         finish({ kind: 'retryable', reason: 'aborted' });
       };
       signal.addEventListener('abort', onAbort, { once: true });
+      // After the agent's own ref() of a reused socket (it runs before this event).
+      request.on('socket', (socket) => socket.unref());
       request.on('error', (error) => finish({ kind: 'retryable', reason: networkReason(error) }));
       request.on('response', (response) => {
         const chunks: Buffer[] = [];
@@ -244,7 +250,7 @@ function classify(
     return {
       kind: 'failed',
       status,
-      detail: `redirected to ${header(headers, 'location') ?? '?'}; set ingestUrl to the final address`,
+      detail: `redirected to ${redactUrls(header(headers, 'location') ?? '?')}; set ingestUrl to the final address`,
     };
   return {
     kind: 'failed',

@@ -37,6 +37,15 @@ export {
   type RetrySettings,
 } from './settings.js';
 export { startTimer, type Stopwatch } from './timing.js';
+export {
+  MODEL_PRICES,
+  MODEL_PRICES_CHECKED,
+  costOf,
+  findModelPrice,
+  type ModelPrice,
+  type PricedTokens,
+  type PriceTable,
+} from './model-prices.js';
 export type {
   ChainTxPayload,
   CustomPayload,

@@ -1,3 +1,4 @@
+import { redactUrls } from './redact.js';
 import { errorText } from './storable-text.js';
 
 /**
@@ -40,13 +41,30 @@ export function createConsoleLogger(now: () => number = Date.now): FlightlogLogg
   };
 }
 
+/** The string values of a context, redacted (contexts are flat: ids, counts, details). */
+function redactContext(context: object): object {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(context))
+    out[key] = typeof value === 'string' ? redactUrls(value) : value;
+  return out;
+}
+
+/** How many held-back warnings of different keys one summary line names. */
+const SUMMARY_KEYS = 10;
+
 /**
  * The client's single way out to a logger. A logger that throws (or is replaced by something that
- * is not a logger) cannot take the client, or the host calling it, down with it. Warnings of one
- * `key` can be limited to one per interval, with the number of repeats attached.
+ * is not a logger) cannot take the client, or the host calling it, down with it. Every line is
+ * stripped of URL credentials here (a refused `ingestUrl`, a redirect's `Location`, a service's
+ * problem detail), whatever its origin. Warnings of one `key` can be limited to one per interval,
+ * with the number of repeats attached to the next one, and {@link reportHeldBack} tells what is
+ * still held back, so no count is lost.
  */
 export class WarningChannel {
-  private readonly lastByKey = new Map<string, { at: number; repeats: number }>();
+  private readonly lastByKey = new Map<
+    string,
+    { at: number; repeats: number; message: string; intervalMs: number }
+  >();
 
   constructor(
     private readonly logger: FlightlogLogger,
@@ -55,9 +73,11 @@ export class WarningChannel {
 
   warn(message: string, context?: object): void {
     try {
+      const line = redactUrls(message);
+      const details = context === undefined ? undefined : redactContext(context);
       // The interface says void, but an `async warn` (or one returning a promise) is common: its
       // rejection would be unhandled and could end the host process, so it is caught here.
-      const result: unknown = this.logger.warn(message, context);
+      const result: unknown = this.logger.warn(line, details);
       if (isThenable(result)) result.then(undefined, ignore);
     } catch {
       // A broken logger leaves us nowhere to report to; the host must not pay for it.
@@ -89,8 +109,27 @@ export class WarningChannel {
     }
     const repeats = last?.repeats ?? 0;
     if (!last && this.lastByKey.size >= 256) this.lastByKey.clear();
-    this.lastByKey.set(key, { at, repeats: 0 });
+    this.lastByKey.set(key, { at, repeats: 0, message, intervalMs });
     this.warn(message, repeats > 0 ? { ...context, repeatsSinceLastWarning: repeats } : context);
+  }
+
+  /**
+   * One line naming the warnings the throttle held back since each was last shown, with their
+   * counts (at most {@link SUMMARY_KEYS} kinds, the most repeated first), then forgets them: the
+   * client calls it when it closes, where no later warning of the key would carry the count.
+   * Warnings given {@link once} are not named: they were meant to be said once.
+   */
+  reportHeldBack(): void {
+    const held = [...this.lastByKey.values()]
+      .filter((entry) => entry.repeats > 0 && entry.intervalMs !== Infinity)
+      .sort((a, b) => b.repeats - a.repeats);
+    if (held.length === 0) return;
+    const named = held
+      .slice(0, SUMMARY_KEYS)
+      .map((entry) => `${entry.repeats} × "${entry.message.slice(0, 200)}"`);
+    const more = held.length > SUMMARY_KEYS ? `; and ${held.length - SUMMARY_KEYS} more kinds` : '';
+    for (const entry of held) entry.repeats = 0;
+    this.warn(`warnings held back by the throttle since last shown: ${named.join('; ')}${more}`);
   }
 
   /** Only the first warning of this key, ever. */

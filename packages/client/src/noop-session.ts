@@ -7,6 +7,9 @@ import type {
   TimedOutcome,
   TimedSpan,
 } from './session-types.js';
+import { OPEN_STEP, type OpenStep } from './step-scope.js';
+
+const NO_STEP: OpenStep<never> = { eventId: '', end() {} };
 
 /**
  * The session of a disabled client: every call is a cheap no-op that returns `''`, and `timed`
@@ -45,7 +48,14 @@ export class NoopSession implements FlightlogSession {
     run: (span: TimedSpan) => R,
     _describe: (outcome: TimedOutcome<R>) => PayloadByType[K],
   ): R {
-    return run({ eventId: '', traceId: this.traceId });
+    // A run that is not a function gives undefined, as on an enabled client, never a TypeError.
+    return typeof run === 'function'
+      ? run({ eventId: '', traceId: this.traceId })
+      : (undefined as R);
+  }
+  /** Instrumented calls run unrecorded, without tracking a current step. */
+  [OPEN_STEP](): OpenStep<never> {
+    return NO_STEP;
   }
   end(_options?: EndOptions): void {}
   fail(_error: unknown, _options?: EndOptions): void {}

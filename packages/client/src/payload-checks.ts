@@ -77,13 +77,16 @@ function firstError(check: TypeCheck<TSchema>, value: unknown): string {
 
 /** True when `payload` has the documented shape of `type` (fast: compiled once). */
 export function isPayloadOf(type: EventType, payload: unknown): boolean {
-  return payloadChecks[type].Check(payload);
+  // Own keys only: a type such as `toString` or `__proto__` from an untyped caller is no type.
+  return Object.hasOwn(payloadChecks, type) && payloadChecks[type].Check(payload);
 }
 
 const LAMPORTS_FIELD = /^\/(?:lamports|feeLamports|slot)(?:[/ ]|$)/;
 
 /** Why `payload` is not a valid payload of `type` (slow path, for the warning). */
 export function payloadProblem(type: EventType, payload: unknown): string {
+  if (!Object.hasOwn(payloadChecks, type))
+    return `unknown event type "${String(type).slice(0, 40)}"`;
   const problem = firstError(payloadChecks[type], payload);
   if (type === 'chain_tx' && LAMPORTS_FIELD.test(problem))
     return `${problem.split(' ')[0]} must be a non-negative integer: a decimal string, or a number up to 2^53 − 1 (pass larger amounts as strings)`;

@@ -127,9 +127,12 @@ function fail(code: number): typeof FAIL {
  * service's limit, and what a circular reference turns into), BigInt values, which JSON cannot
  * hold, and a root that would not serialise to an object. The walk stops as soon as the size
  * estimate passes `limit`, so a huge or self-referencing payload costs little. The estimate counts
- * strings by their UTF-16 length (text outside ASCII is under-counted): it paces flushes, the
- * service's limits are checked on the real body. Returns the copy, or one of the negative codes
- * above. A getter, Proxy trap or `toJSON` that throws propagates to the caller.
+ * strings by their UTF-16 length, so it never looks at their characters (cheap on the host's hot
+ * path; text outside ASCII and escapes are under-counted): it paces flushes and catches the
+ * plainly too large early. `maxEventBytes` itself is enforced exactly, on the UTF-8 bytes of the
+ * JSON, when the payload is serialised at flush time (sliced-json.ts). Returns the copy, or one
+ * of the negative codes above. A getter, Proxy trap or `toJSON` that throws propagates to the
+ * caller.
  */
 export function snapshotPayload(root: object, limit: number): PayloadSnapshot | number {
   // Saved and restored: a getter of the payload may itself record an event (and so walk).

@@ -23,6 +23,11 @@ export interface RecordedEvent {
    * primitives (see `snapshotPayload`), never the host's object.
    */
   payload: object;
+  /**
+   * The payload's JSON size as estimated when recorded (by characters: cheap on the hot path);
+   * the exact UTF-8 size is measured when it is serialised at flush time.
+   */
+  payloadBytes: number;
   /** Estimated bytes of the event on the wire, payload included. */
   bytes: number;
 }

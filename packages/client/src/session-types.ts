@@ -28,12 +28,16 @@ export interface SessionOptions {
  * The event's own fields, the optional second argument of every event helper. Defaults: the
  * event is recorded when it finished, so `endedAt` is now and `startedAt` is `endedAt` minus
  * `durationMs` (or `endedAt` itself: an instant); `endedAt: null` records a step still in
- * progress. `status` is `error` when `errorMessage` is given, else `ok`.
+ * progress. `status` is `error` when `errorMessage` is given, else `ok`. Every time, given or
+ * computed, must lie between 0001-01-01 and 9999-12-31 UTC (what the service stores): an event
+ * whose times leave that range is refused with a warning and counted in `invalidEvents`.
  */
 export interface EventFields {
+  /** When the step started (a Date or an RFC 3339 date-time). Default: `endedAt − durationMs`. */
   startedAt?: Date | string;
+  /** When the step ended; `null` while in progress. Default: now (or `startedAt + durationMs`). */
   endedAt?: Date | string | null;
-  /** Milliseconds; computed from the two dates when both are known. */
+  /** Milliseconds, 0 to 2^53 − 1; default: computed from the two dates when both are known. */
   durationMs?: number;
   status?: EventStatus;
   errorMessage?: string | null;
@@ -65,7 +69,12 @@ export interface TimedSpan {
 export interface EndOptions {
   /** What the agent produced or decided. Default `null`. */
   outputSummary?: string | null;
-  /** When the run ended. Default: now (never before `startedAt`). */
+  /**
+   * When the run ended. Default: now (never before `startedAt`). Read with the intrinsic Date
+   * getter (a subclass's own `getTime` is never called); anything else (a Proxy, an invalid or
+   * out-of-range date, not a Date at all) is reported and replaced by now: the session ends all
+   * the same.
+   */
   endedAt?: Date;
 }
 
@@ -101,7 +110,9 @@ export interface FlightlogSession {
    * touched — its `then` is never called, so a lazy query does not run early — and the step ends
    * when `run` returns. The event's id is reserved when `run` starts (`span.eventId`), so events
    * recorded inside can name it as their `parentEventId`, and its sequence number places it
-   * before them.
+   * before them. Bad arguments never throw: a `run` that is not a function is refused with a
+   * warning (counted in `invalidEvents`) and `undefined` comes back; a `describe` that is not a
+   * function, or throws, costs the event only.
    */
   timed<K extends EventType, R>(
     type: K,

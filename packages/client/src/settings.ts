@@ -1,4 +1,5 @@
 import { createConsoleLogger, type FlightlogLogger } from './logger.js';
+import { redactUrls } from './redact.js';
 import { isStorableText } from './storable-text.js';
 
 /** Chain environments the spec allows for the `environment` setting. */
@@ -11,8 +12,8 @@ export interface RetrySettings {
   /** Delay before the first retry, in ms, before jitter (1 to 600000; more is clamped). Default 250. */
   initialDelayMs?: number;
   /**
-   * Largest delay between two attempts, in ms (also caps `Retry-After`); 1 to 3600000, more is
-   * clamped. Default 30000.
+   * Largest delay between two attempts, in ms; 1 to 3600000, more is clamped. Default 30000. A
+   * server's `Retry-After` lengthens a delay up to this, never shortens it below the backoff.
    */
   maxDelayMs?: number;
   /** Attempts per request, the first included, before the batch is given up (1 to 1000). Default 10. */
@@ -39,7 +40,11 @@ export interface FlightlogSettings {
    * up). Ignored, with a warning, when `agentId` is not set. Default: none.
    */
   verifyToken?: string;
-  /** Address of the ingest service (a path prefix is kept). Default `http://localhost:8080`. */
+  /**
+   * Address of the ingest service (a path prefix is kept; an IPv6 literal is written in brackets,
+   * `http://[::1]:8080`). One with credentials or a query is refused (the client disables itself)
+   * and echoed in the warning without them. Default `http://localhost:8080`.
+   */
   ingestUrl?: string;
   /**
    * Chain environment, `devnet` or `mainnet`; travels as the tag `env:<environment>` on every
@@ -54,13 +59,17 @@ export interface FlightlogSettings {
    */
   flushIntervalMs?: number;
   /**
-   * Buffer size in bytes (estimated JSON: payloads by their UTF-8 size, plus each trace's
-   * snapshot), 1024 to 67108864; a flush happens before it would be exceeded. Default 102400.
+   * Buffer size in bytes (estimated JSON: payloads by their characters as recorded, plus each
+   * trace's snapshot), 1024 to 67108864; a flush happens before it would be exceeded. Default
+   * 102400.
    */
   maxBufferBytes?: number;
   /**
-   * Receives the client's warnings. A `warn` that throws, or an async one that rejects, is
-   * ignored. Default: `console.warn` with a `[flightlog]` prefix, at most 20 lines a minute.
+   * Receives the client's warnings. Repeated conditions are throttled before they get here (one
+   * line per kind per 10 s, the next carrying `repeatsSinceLastWarning`; `close()` names what is
+   * still held back), and URLs in them never carry credentials. A `warn` that throws, or an async
+   * one that rejects, is ignored. Default: `console.warn` with a `[flightlog]` prefix, at most 20
+   * lines a minute.
    */
   logger?: FlightlogLogger;
   /** Time allowed for one HTTP request, in ms (1 to 600000; more is clamped). Default 10000. */
@@ -78,8 +87,9 @@ export interface FlightlogSettings {
    */
   maxBacklogBytes?: number;
   /**
-   * Largest payload of one event, in bytes of its JSON (1024 to 67108864). A larger payload is
-   * replaced by a `{truncated: true, …}` marker with a warning. Default 1048576 (1 MiB).
+   * Largest payload of one event: the UTF-8 bytes of its JSON as sent, escapes included (a
+   * control character's `\u00XX` counts 6), 1024 to 67108864. A larger payload is replaced by
+   * a `{truncated: true, …}` marker with a warning. Default 1048576 (1 MiB).
    */
   maxEventBytes?: number;
   /** Retry schedule; see {@link RetrySettings}. */
@@ -88,7 +98,9 @@ export interface FlightlogSettings {
    * Send what is still buffered when the process is about to exit on its own (Node's
    * `beforeExit`), for programs that never call `close()`. While that delivery is pending (a
    * request, retries after a 429 or 503), the process is kept up for at most `flushTimeoutMs`;
-   * then one warning says how many events were not delivered. Default `true`.
+   * then the request in flight is aborted, one warning says how many events were not delivered,
+   * and the process exits. `false`: nothing of the client holds the process, not even a request
+   * in flight. Default `true`.
    */
   flushOnExit?: boolean;
 }
@@ -192,8 +204,12 @@ function number(
   return fallback;
 }
 
-function describe(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value.slice(0, 40));
+/**
+ * A wrong value as a warning shows it: text cut to `maxLength` characters, URL credentials
+ * removed first (a cut after them could leave half a password in the line).
+ */
+function describe(value: unknown, maxLength = 40): string {
+  if (typeof value === 'string') return JSON.stringify(redactUrls(value).slice(0, maxLength));
   if (typeof value === 'object') return value === null ? 'null' : 'an object';
   return String(value);
 }
@@ -279,7 +295,7 @@ export function resolveSettings(input: unknown): SettingsResolution {
     const resolved = typeof raw.ingestUrl === 'string' ? baseUrl(raw.ingestUrl) : undefined;
     if (resolved === undefined) {
       warnings.push(
-        `ingestUrl must be an http(s) URL without query or credentials; got ${describe(raw.ingestUrl)}; the client is disabled`,
+        `ingestUrl must be an http(s) URL without query or credentials; got ${describe(raw.ingestUrl, 200)}; the client is disabled`,
       );
       return { kind: 'disabled', logger, warnings };
     }

@@ -57,6 +57,32 @@ export const AgentListSchema = Type.Object(
 );
 export type AgentList = Static<typeof AgentListSchema>;
 
+/**
+ * Characters a member's user id never holds: controls (C0, DEL, C1), zero-width and bidi
+ * formatting characters, the byte-order mark, NUL and lone surrogates. Each can make two ids
+ * that look the same on a page (`mallory` and `mallory\u200B`, or text reversed by U+202E) or
+ * one that looks empty, so a grant could seem to name someone it does not.
+ */
+const HIDDEN_CHARACTERS =
+  '\\u0000-\\u001F\\u007F-\\u009F\\u200B-\\u200F\\u202A-\\u202E\\u2060-\\u2069\\uFEFF\\uD800-\\uDFFF';
+
+/**
+ * A member's user id (the identity token's `sub`) as the owner and admin APIs take it: 1 to 256
+ * characters, none hidden (see above), not starting or ending with white space.
+ */
+export const MemberUserIdSchema = Type.String({
+  minLength: 1,
+  maxLength: 256,
+  pattern: `^(?!\\s)(?![\\s\\S]*\\s$)[^${HIDDEN_CHARACTERS}]+$`,
+});
+
+const MEMBER_USER_ID = new RegExp(MemberUserIdSchema.pattern as string, 'u');
+
+/** Whether `value` is a user id a member may have (MemberUserIdSchema), for callers without Ajv. */
+export function isMemberUserId(value: string): boolean {
+  return value.length <= 256 && MEMBER_USER_ID.test(value);
+}
+
 /** An agent's display name, as the admin and owner APIs take it. */
 export const AgentNameSchema = Text(256);
 

@@ -1,5 +1,6 @@
 export * from './date-time.js';
 export * from './primitives.js';
+export * from './storable-text.js';
 export * from './trace.js';
 export * from './event.js';
 export * from './batch.js';

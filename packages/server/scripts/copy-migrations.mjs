@@ -1,8 +1,11 @@
-// tsc compiles only TypeScript; the numbered SQL migrations are copied next to the compiled store.
-// The target is emptied first so a migration removed from the source never lingers in dist.
+// tsc compiles only TypeScript; the numbered SQL migrations and the vendored OTLP .proto files are
+// copied next to the compiled modules that read them. Each target is emptied first, so a file
+// removed from the source never lingers in dist.
 import { cpSync, rmSync } from 'node:fs';
 
-const from = new URL('../src/store/migrations/', import.meta.url);
-const to = new URL('../dist/store/migrations/', import.meta.url);
-rmSync(to, { recursive: true, force: true });
-cpSync(from, to, { recursive: true });
+for (const folder of ['store/migrations/', 'otlp/proto/']) {
+  const from = new URL(`../src/${folder}`, import.meta.url);
+  const to = new URL(`../dist/${folder}`, import.meta.url);
+  rmSync(to, { recursive: true, force: true });
+  cpSync(from, to, { recursive: true });
+}

@@ -10,6 +10,7 @@ import type { Config } from './config.js';
 import { adminRoutes } from './http/admin-routes.js';
 import { agentRoutes } from './http/agent-routes.js';
 import { ingestRoutes } from './http/ingest-routes.js';
+import { otlpRoutes } from './http/otlp-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
 import { BodyParsePool } from './http/body-parse-pool.js';
 import { dashboardAssetsDir, dashboardRoutes } from './http/dashboard-routes.js';
@@ -21,6 +22,7 @@ import { answerClientError, answerFrameworkError, registerProblemHandler } from 
 import { liveRoutes } from './http/live-routes.js';
 import { readRoutes } from './http/read-routes.js';
 import { AgentWriteTurns } from './ingest/agent-write-turns.js';
+import { KeyedTurns } from './ingest/keyed-turns.js';
 import { createInProcessBus } from './live/in-process-bus.js';
 import type { LiveBus } from './live/live-bus.js';
 import { LivePublisher } from './live/publish.js';
@@ -28,6 +30,9 @@ import { StreamAccessGuard } from './live/stream-access-guard.js';
 import { QueueBudget } from './live/queue-budget.js';
 import { StreamRegistry } from './live/stream-registry.js';
 import { registerRequestMetrics } from './http/request-metrics.js';
+import { LifecycleSweeper } from './lifecycle/sweeper.js';
+import type { RunDeletionContext } from './lifecycle/run-deletion.js';
+import { lifecycleRoutes } from './http/lifecycle-routes.js';
 import { FairAdmission } from './admission/fair-admission.js';
 import { registerFairAdmission } from './http/fair-admission-hook.js';
 import { serializeError } from './observability/log-error.js';
@@ -56,6 +61,8 @@ export interface FlightlogApp {
   streams: StreamRegistry;
   /** Ends the live streams of users who lost access (checks this instance's streams). */
   streamAccess: StreamAccessGuard;
+  /** The data lifecycle's background sweeper (abandoned runs, retention); stopped on close. */
+  lifecycle: LifecycleSweeper;
 }
 
 /** Where JSON log lines go (a pino destination). */
@@ -174,11 +181,11 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
           maxQueued: Math.max(config.largeBodyMaxPerAgent, 64),
         })
       : undefined;
-  registerJsonBody(
-    app,
-    { maxBytes: config.maxBodyBytes },
-    largeBodies ? { pool: largeBodies, minBytes: config.largeBodyBytes } : undefined,
-  );
+  const bodyLimits = { maxBytes: config.maxBodyBytes };
+  const largeBodyParsing = largeBodies
+    ? { pool: largeBodies, minBytes: config.largeBodyBytes }
+    : undefined;
+  registerJsonBody(app, bodyLimits, largeBodyParsing);
 
   await app.register(swagger, {
     openapi: {
@@ -230,8 +237,38 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       turns: new AgentWriteTurns(config.largeBodyMaxPerAgent),
       minBytes: config.largeBodyBytes,
     },
+    traceTurns: new KeyedTurns(),
   };
+  const lifecycle = new LifecycleSweeper({
+    store: store.lifecycle,
+    config: config.lifecycle,
+    live,
+    bus,
+    log: app.log,
+    engine: store.engine,
+    onTimedOut: (count) => metrics.lifecycleRuns.inc({ action: 'timeout' }, count),
+    onExpired: (sweep) => metrics.lifecycleRuns.inc({ action: 'expired' }, sweep.runs),
+    onPass: (report) => {
+      metrics.lifecycleSweepSeconds.inc({ part: 'work' }, report.workMs / 1000);
+      metrics.lifecycleSweepSeconds.inc({ part: 'elapsed' }, report.elapsedMs / 1000);
+    },
+  });
+  const deletion: RunDeletionContext = {
+    store: store.lifecycle,
+    bus,
+    tombstoneMs: config.lifecycle.tombstoneMs,
+    rowsPerStatement: config.lifecycle.sweepRows,
+  };
+  const onRunDeleted = () => metrics.lifecycleRuns.inc({ action: 'deleted' });
+  await app.register(lifecycleRoutes, { identity, deletion, onRunDeleted });
   await app.register(ingestRoutes, { ingest, apiKeys, metrics });
+  await app.register(otlpRoutes, {
+    ingest,
+    apiKeys,
+    metrics,
+    limits: bodyLimits,
+    largeBodies: largeBodyParsing,
+  });
   await app.register(readRoutes, { store, identity });
   await app.register(agentRoutes, {
     store,
@@ -255,11 +292,13 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     await app.register(adminRoutes, {
       store,
       adminToken: config.adminToken,
+      hidden: config.adminApiHidden === true,
       apiKeys,
       streamAccess,
       bus,
       tokenGuesses: credentialGuesses(),
       onGuessRefused: () => metrics.adminTokenGuessesRefused.inc(),
+      lifecycle: { defaults: config.lifecycle, deletion, onRunDeleted },
     });
   await app.register(opsRoutes, { store, metrics, readyTimeoutMs: 2_000 });
   const dashboardAssets = dashboardAssetsDir();
@@ -275,7 +314,10 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   // Live streams never end by themselves: end them when closing begins, so the requests in
   // flight can drain.
   let accessStopped: Promise<void> | undefined;
+  let lifecycleStopped: Promise<void> | undefined;
   app.addHook('preClose', async () => {
+    // the pass in progress ends after its current statement, before the store goes away
+    lifecycleStopped = lifecycle.stop();
     // requests waiting for a slot are answered 503 now, so the ones in flight can drain
     admission.close();
     accessStopped = streamAccess.stop();
@@ -286,6 +328,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     await largeBodies?.close();
     // a check in flight finishes before the store goes away
     await (accessStopped ?? streamAccess.stop());
+    await (lifecycleStopped ?? lifecycle.stop());
     // batches answered just before closing still reach their streams (each bounded by the
     // publish timeout)
     await live.drained();
@@ -293,5 +336,6 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     if (deps.closeStoreOnClose !== false) await store.close();
   });
   streamAccess.start();
-  return { app, metrics, apiKeys, identity, bus, streams, streamAccess };
+  lifecycle.start();
+  return { app, metrics, apiKeys, identity, bus, streams, streamAccess, lifecycle };
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { IDENTIFIER_RULE } from '@flightlog/protocol';
+import { IDENTIFIER_RULE, isMemberUserId } from '@flightlog/protocol';
 import {
   DASHBOARD_LINK_TTL_SECONDS,
   dashboardBaseUrl,
@@ -20,6 +20,8 @@ import {
 import { storeAdministration } from './cli/store-administration.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { runDemo } from './demo.js';
+import type { LifecycleSettingsChange } from './lifecycle/agent-settings.js';
+import { RETENTION_MAX_DAYS, RUN_TIMEOUT_MAX_MS } from './lifecycle/lifecycle-config.js';
 import { LOCAL_OPERATOR, readLocalSecret } from './first-run/local-secret.js';
 import { serveIdentity } from './first-run/serve-identity.js';
 import { startUpBanner } from './first-run/start-up-banner.js';
@@ -40,6 +42,10 @@ Commands:
   migrate                                     apply pending database migrations
   agent create [--id ID] [--name NAME]        create an agent; prints agentId, apiKey, verifyToken
   agent delete ID                             delete an agent with its keys, members and traces
+  agent lifecycle ID [--run-timeout-ms MS|default] [--retention-days DAYS|default]
+                                              show or change an agent's run time-out and
+                                              retention (0: never; default: RUN_TIMEOUT_MS,
+                                              RETENTION_DAYS)
   key create --agent ID                       issue another API key for an agent
   key revoke KEY_ID                           revoke an API key
   member grant --agent ID --user SUB --role owner|editor|viewer
@@ -74,6 +80,39 @@ function ttlSeconds(value: string | undefined, fallback: number): number {
   if (!Number.isInteger(ttl) || ttl <= 0)
     throw new UsageError('--ttl must be a positive whole number');
   return ttl;
+}
+
+/** `--run-timeout-ms`, `--retention-days`: a whole number, or `default` (null: the server's). */
+function settingValue(
+  value: string | undefined,
+  flag: string,
+  max: number,
+): number | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === 'default') return null;
+  if (!/^\d+$/.test(value) || Number(value) > max)
+    throw new UsageError(`${flag} must be a whole number from 0 to ${max}, or default`);
+  return Number(value);
+}
+
+function lifecycleChange(values: {
+  'run-timeout-ms'?: string | undefined;
+  'retention-days'?: string | undefined;
+}): LifecycleSettingsChange {
+  const runTimeoutMs = settingValue(
+    values['run-timeout-ms'],
+    '--run-timeout-ms',
+    RUN_TIMEOUT_MAX_MS,
+  );
+  const retentionDays = settingValue(
+    values['retention-days'],
+    '--retention-days',
+    RETENTION_MAX_DAYS,
+  );
+  return {
+    ...(runTimeoutMs === undefined ? {} : { runTimeoutMs }),
+    ...(retentionDays === undefined ? {} : { retentionDays }),
+  };
 }
 
 function warn(message: string): void {
@@ -241,6 +280,8 @@ async function main(argv: string[]): Promise<void> {
       ttl: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       once: { type: 'boolean' },
+      'run-timeout-ms': { type: 'string' },
+      'retention-days': { type: 'string' },
     },
   });
   const [command = 'serve', sub] = positionals;
@@ -249,7 +290,12 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   const config = loadConfig();
-  switch (`${command}${sub ? ` ${sub}` : ''}`.replace(/^(key revoke|agent delete) .*/, '$1')) {
+  switch (
+    `${command}${sub ? ` ${sub}` : ''}`.replace(
+      /^(key revoke|agent delete|agent lifecycle) .*/,
+      '$1',
+    )
+  ) {
     case 'serve':
       return serve(config);
     case 'worker':
@@ -287,6 +333,15 @@ async function main(argv: string[]): Promise<void> {
         print({ agentId, deleted: true });
       });
     }
+    case 'agent lifecycle': {
+      const agentId = required(positionals[2], 'ID');
+      const change = lifecycleChange(values);
+      return withAdministration(config, async (admin) => {
+        const settings = await admin.lifecycle(agentId, change);
+        if (!settings) throw new UsageError(`no agent ${agentId}`);
+        print(settings);
+      });
+    }
     case 'key create': {
       const agentId = required(values.agent, '--agent');
       return withAdministration(config, async (admin) => {
@@ -308,6 +363,11 @@ async function main(argv: string[]): Promise<void> {
         throw new UsageError('--role must be owner, editor or viewer');
       const agentId = required(values.agent, '--agent');
       const userId = required(values.user, '--user');
+      if (!isMemberUserId(userId))
+        throw new UsageError(
+          `--user ${JSON.stringify(userId)}: a user id is 1 to 256 characters, without control, ` +
+            'zero-width or bidi characters, and without white space at either end',
+        );
       return withAdministration(config, async (admin) => {
         if (!(await admin.grantMember(agentId, userId, role)))
           throw new UsageError(`no agent ${agentId}`);

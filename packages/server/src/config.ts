@@ -4,6 +4,11 @@ import { parseEnvelopeKey } from '@flightlog/protocol';
 import { DATA_DIR_DURABILITIES, type DataDirDurability } from './store/pglite-durability.js';
 import { LIVE_AGENT_BUFFER_MAX_BYTES } from './live/live-bus.js';
 import { LOCAL_OPERATOR } from './first-run/local-secret.js';
+import {
+  LifecycleConfigError,
+  lifecycleConfig,
+  type LifecycleConfig,
+} from './lifecycle/lifecycle-config.js';
 
 /** Service configuration, read once from the environment at start-up. */
 export interface Config {
@@ -20,6 +25,12 @@ export interface Config {
   databaseStatementTimeoutMs: number;
   redisUrl: string | undefined;
   adminToken: string | undefined;
+  /**
+   * The admin token was derived from the local secret (zero-configuration mode), not configured:
+   * the admin API then answers anyone without it as if it did not exist (design.md: it exists
+   * only with ADMIN_TOKEN), and only the CLI beside the server, which reads the secret, uses it.
+   */
+  adminApiHidden?: boolean;
   jwtSecret: string | undefined;
   jwtJwksUrl: string | undefined;
   jwtIssuer: string | undefined;
@@ -133,6 +144,8 @@ export interface Config {
   liveBufferMaxBytes: number;
   /** Bytes of batches the live bus (either engine) keeps per agent. */
   liveAgentBufferMaxBytes: number;
+  /** Run timeouts, retention, deletion tombstones and the sweeper (lifecycle/lifecycle-config.ts). */
+  lifecycle: LifecycleConfig;
 }
 
 export class ConfigError extends Error {
@@ -304,6 +317,15 @@ function analysisSettings(env: Env) {
   };
 }
 
+function lifecycleSettings(env: Env): LifecycleConfig {
+  try {
+    return lifecycleConfig(env);
+  } catch (error) {
+    if (error instanceof LifecycleConfigError) throw new ConfigError(error.message);
+    throw error;
+  }
+}
+
 /** Reads and checks every setting; throws ConfigError naming the variable that is wrong. */
 export function loadConfig(env: Env = process.env): Config {
   const jwtSecret = text(env, 'JWT_SECRET');
@@ -427,5 +449,6 @@ export function loadConfig(env: Env = process.env): Config {
       64 * 1024,
       64 * 1024 * 1024 * 1024,
     ),
+    lifecycle: lifecycleSettings(env),
   };
 }

@@ -31,6 +31,7 @@ function event(traceId: string, bytes: number): RecordedEvent {
     errorMessage: null,
     parentEventId: null,
     payload: { name: 'x' },
+    payloadBytes: 12,
     bytes,
   };
 }

@@ -20,6 +20,21 @@ function makeClient(transport: ScriptedTransport, extra: Record<string, unknown>
   return { client, logger };
 }
 
+/**
+ * Lets fake time pass in small steps, with real turns between (gzip runs on the thread pool). On
+ * a loaded machine fake time may run ahead of the real work: give deadlines room.
+ */
+async function settled<T>(promise: Promise<T>): Promise<T> {
+  let result: { value: T } | undefined;
+  void promise.then((value) => (result = { value }));
+  for (let i = 0; i < 20_000 && result === undefined; i++) {
+    await vi.advanceTimersByTimeAsync(5);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  if (result === undefined) throw new Error('never settled');
+  return result.value;
+}
+
 const retryable = (retryAfterMs?: number): TransportOutcome => ({
   kind: 'retryable',
   reason: 'HTTP 503: store unavailable',
@@ -132,21 +147,28 @@ describe('delivery: retries, refusals, 413 splits, the backlog cap, deadlines (f
     });
   });
 
-  it('on 413 splits the batch in halves (items, then events), each a new batchId, until it fits', async () => {
+  it('on 413 splits the batch in halves (items, then events), each a new batchId, until it fits; the pieces back off while 413s come in a row', async () => {
     const transport = new ScriptedTransport();
     const eventsIn = (b: { items: { events: unknown[] }[] }) =>
       b.items.reduce((n, i) => n + i.events.length, 0);
-    transport.answer = (batch) =>
-      eventsIn(batch) > 3
+    const sentAt: number[] = [];
+    transport.answer = (batch) => {
+      sentAt.push(Date.now());
+      return eventsIn(batch) > 3
         ? { kind: 'failed', status: 413, detail: 'The request body exceeds 5242880 bytes.' }
         : OK;
+    };
     const { client, logger } = makeClient(transport, { flushIntervalMs: 60_000 });
     const a = client.startSession({ inputSummary: 'a' });
     const b = client.startSession({ inputSummary: 'b' });
     for (let i = 0; i < 5; i++) a.toolCall({ name: `a${i}` });
     for (let i = 0; i < 3; i++) b.toolCall({ name: `b${i}` });
-    const result = await client.close();
+    const result = await settled(client.close({ timeoutMs: 600_000 }));
     expect(result.timedOut).toBe(false);
+    // 413, 100 ms, 413, 200 ms, 202 (the backoff ends: see too-large.test.ts in real time).
+    const gaps = sentAt.slice(1).map((at, i) => at - (sentAt[i] ?? 0));
+    expect(gaps[0]).toBeGreaterThanOrEqual(100);
+    expect(gaps[1]).toBeGreaterThanOrEqual(200);
     const delivered = transport.requests.filter((r) => eventsIn(r) <= 3);
     expect(
       delivered.map((r) => r.items.map((i) => [i.trace.inputSummary, i.events.length])),
@@ -166,7 +188,7 @@ describe('delivery: retries, refusals, 413 splits, the backlog cap, deadlines (f
     client
       .startSession({ inputSummary: 'huge' })
       .toolCall({ name: 'dump', output: 'x'.repeat(5_000) });
-    await client.close();
+    await settled(client.close({ timeoutMs: 600_000 }));
     expect(transport.requests).toHaveLength(2);
     expect(transport.requests[1]?.items[0]?.events[0]?.payload).toEqual({
       truncated: true,
@@ -179,7 +201,7 @@ describe('delivery: retries, refusals, 413 splits, the backlog cap, deadlines (f
     stubborn.answer = () => ({ kind: 'failed', status: 413, detail: 'too large' });
     const second = makeClient(stubborn);
     second.client.startSession({ inputSummary: 'huge' }).toolCall({ name: 'dump' });
-    await second.client.close();
+    await settled(second.client.close({ timeoutMs: 600_000 }));
     expect(stubborn.requests).toHaveLength(2);
     expect(second.client.stats()).toMatchObject({ droppedEvents: 1, failedBatches: 1 });
   });

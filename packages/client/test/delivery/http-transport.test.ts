@@ -17,7 +17,11 @@ describe('HTTP transport: how answers are classified', () => {
       req.resume();
       req.on('end', () => {
         const mode = req.headers['x-test-mode'] ?? new URL(req.url ?? '/', 'http://x').pathname;
-        if (String(mode).includes('busy')) {
+        const status = /\/status-(\d{3})/.exec(String(mode))?.[1];
+        if (status !== undefined) {
+          res.writeHead(Number(status));
+          res.end();
+        } else if (String(mode).includes('busy')) {
           res.writeHead(429, { 'retry-after': '3', 'content-type': 'application/problem+json' });
           res.end(JSON.stringify({ detail: 'Too many live streams.' }));
         } else if (String(mode).includes('down')) {
@@ -82,6 +86,18 @@ describe('HTTP transport: how answers are classified', () => {
       kind: 'retryable',
       retryAfterMs: 1_000,
     });
+  });
+
+  it('408, 429 and every 5xx are retryable; 4xx others and 3xx are not', async () => {
+    for (const status of [408, 429, 500, 502, 503, 504, 599])
+      expect(await transport(`/status-${status}`).sendBatch(Buffer.from('x'), signal())).toEqual({
+        kind: 'retryable',
+        reason: `HTTP ${status}: HTTP ${status}`,
+      });
+    for (const status of [400, 401, 403, 404, 409, 413, 422, 304])
+      expect(
+        await transport(`/status-${status}`).sendBatch(Buffer.from('x'), signal()),
+      ).toMatchObject({ kind: 'failed', status });
   });
 
   it('other 4xx fail with the problem detail, the first field error and every pointer; redirects are not followed', async () => {

@@ -20,9 +20,9 @@ describe('retry schedule', () => {
     }
   });
 
-  it('honours Retry-After (seconds or an HTTP date), capped at maxDelayMs', () => {
+  it('honours a longer Retry-After (seconds or an HTTP date), capped at maxDelayMs', () => {
     expect(retryDelayMs(policy, 1, 1_000)).toBe(1_000);
-    expect(retryDelayMs(policy, 5, 0)).toBe(0);
+    expect(retryDelayMs(policy, 5, 0, () => 1)).toBe(4_000); // a lower bound, not a way around
     expect(retryDelayMs(policy, 1, 3_600_000)).toBe(30_000);
     const now = Date.parse('2026-11-22T10:00:00Z');
     expect(parseRetryAfter('1', now)).toBe(1_000);

@@ -29,7 +29,14 @@ export interface RealServer {
   close(): Promise<void>;
 }
 
-export async function startRealServer(overrides: Partial<Config> = {}): Promise<RealServer> {
+/**
+ * Starts the service; `location` picks the engine (default: PGlite in memory; a PostgreSQL URL
+ * and schema from the server's test harness for the other engine).
+ */
+export async function startRealServer(
+  overrides: Partial<Config> = {},
+  location: { databaseUrl?: string; databaseSchema?: string } = {},
+): Promise<RealServer> {
   const adminToken = randomBytes(24).toString('hex');
   const jwtSecret = randomBytes(32).toString('hex');
   const config: Config = {
@@ -41,7 +48,7 @@ export async function startRealServer(overrides: Partial<Config> = {}): Promise<
     analysisGraceMs: 0,
     ...overrides,
   };
-  const store = await openStore({ poolSize: 2 });
+  const store = await openStore({ ...location, poolSize: 2 });
   const built = await buildApp({ config, store, logger: false });
   await built.app.listen({ port: 0, host: '127.0.0.1' });
   const address = built.app.server.address();
@@ -88,7 +95,7 @@ export async function startRealServer(overrides: Partial<Config> = {}): Promise<
       return { status: response.status, body: (await response.json()) as never };
     },
     close() {
-      closing ??= built.app.close();
+      closing ??= built.app.close(); // which closes the store too
       return closing;
     },
   };

@@ -22,7 +22,7 @@ const npm = (args: string[], cwd: string) =>
     timeout: 120_000,
   });
 
-it('installs from the packed tarballs into an empty project and records a run there', () => {
+it('installs from the packed tarballs into an empty project and records a run there, its instrumentations importable without their SDKs', () => {
   const packed = join(work, 'packed');
   mkdirSync(packed);
   npm(
@@ -51,6 +51,15 @@ it('installs from the packed tarballs into an empty project and records a run th
   writeFileSync(
     join(project, 'agent.mjs'),
     `import { FlightlogClient } from '@flightlog/client';
+// Every instrumentation entry point imports without its SDK (optional peers, none installed here).
+import { observeOpenAI } from '@flightlog/client/openai';
+import { observeAnthropic } from '@flightlog/client/anthropic';
+import { flightlogMiddleware } from '@flightlog/client/ai-sdk';
+import { observeMcpClient } from '@flightlog/client/mcp';
+import { observeSolanaConnection } from '@flightlog/client/solana';
+import { observeX402Fetch } from '@flightlog/client/x402';
+const wrappers = [observeOpenAI, observeAnthropic, flightlogMiddleware, observeMcpClient, observeSolanaConnection, observeX402Fetch];
+if (!wrappers.every((w) => typeof w === 'function')) throw new Error('an instrumentation is missing');
 const client = new FlightlogClient({ apiKey: 'flk_example', ingestUrl: 'http://127.0.0.1:9' });
 const session = client.startSession({ inputSummary: 'Swap 1 SOL for USDC' });
 const id = session.toolCall({ name: 'jupiter.quote', input: { amount: '1' } });

@@ -37,6 +37,18 @@ export function exampleCommand(agent: CreatedAgent, ingestUrl: string): string {
   ].join('\n');
 }
 
+/**
+ * The two OpenTelemetry variables for an agent already instrumented with OpenTelemetry (any
+ * OTLP/HTTP exporter): the endpoint, and the key (plus the verify token, which verifies the
+ * agent on its first export) as headers.
+ */
+export function otlpVariables(agent: CreatedAgent, ingestUrl: string): string {
+  return [
+    `OTEL_EXPORTER_OTLP_ENDPOINT=${ingestUrl}/v1/otlp`,
+    `OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer ${agent.apiKey},Flightlog-Verify-Token=${agent.verifyToken}"`,
+  ].join('\n');
+}
+
 /** "New agent": a name, then the key and verify token shown once, then the first flush, live. */
 export function NewAgentPage() {
   const [name, setName] = useState('');
@@ -185,6 +197,12 @@ function Onboarding(props: { agent: CreatedAgent; name: string }) {
       <SecretValue label="Client snippet" value={clientSnippet(agent, ingestUrl)} multiline />
       <p>Or run the example agent from the Flightlog repository:</p>
       <SecretValue label="Example command" value={exampleCommand(agent, ingestUrl)} multiline />
+      <p>Or, for an agent instrumented with OpenTelemetry, set these for its OTLP exporter:</p>
+      <SecretValue
+        label="OpenTelemetry variables"
+        value={otlpVariables(agent, ingestUrl)}
+        multiline
+      />
       <section
         ref={outcome}
         class="verification"
@@ -194,7 +212,7 @@ function Onboarding(props: { agent: CreatedAgent; name: string }) {
         {verification.state === 'waiting' && (
           <p class="waiting">
             <span class="spinner" aria-hidden="true" /> Waiting for the first flush… the agent is
-            verified the moment a batch with its verify token is accepted.
+            verified the moment a batch or an OTLP export with its verify token is accepted.
           </p>
         )}
         {verification.state === 'no-access' && (

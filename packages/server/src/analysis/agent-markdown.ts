@@ -51,7 +51,50 @@ export type AgentTextForm =
    * or linkify) survives; line breaks of every form become `\n`. Inside code these show their backslash: the price of never
    * parsing the answer.
    */
-  | 'model';
+  | 'model'
+  /**
+   * A model's prose placed between computed sections: as `model`, and besides no heading of its
+   * own (ATX `#` markers and setext underlines are escaped, inside lists and quotes too), so
+   * that the autopsy's headings, its verdict first, are only ever the computed ones.
+   */
+  | 'prose';
+
+/**
+ * A line that cannot be a heading or a setext underline: a backslash before its `#` marker or
+ * its run of `=`/`-`, after any indentation, quote and list markers (scanned, not matched by a
+ * regular expression: a model's line may be long, and nested quantifiers would backtrack).
+ */
+function noHeading(line: string): string {
+  const escapeAt = (i: number) => `${line.slice(0, i)}\\${line.slice(i)}`;
+  let i = 0;
+  for (;;) {
+    while (line[i] === ' ' || line[i] === '\t') i++;
+    // a lone `-` is an underline before it is an empty list item
+    if (SETEXT_UNDERLINE.test(line.slice(i))) return escapeAt(i);
+    const c = line[i];
+    if (c === '>') {
+      i++;
+      continue;
+    }
+    let marker = 0;
+    if (c === '-' || c === '*' || c === '+') marker = 1;
+    else {
+      while (marker < 9 && line[i + marker]! >= '0' && line[i + marker]! <= '9') marker++;
+      if (marker > 0 && (line[i + marker] === '.' || line[i + marker] === ')')) marker++;
+      else marker = 0;
+    }
+    const after = line[i + marker];
+    if (marker > 0 && (after === undefined || after === ' ' || after === '\t')) {
+      i += marker;
+      continue;
+    }
+    break;
+  }
+  return ATX_HEADING.test(line.slice(i)) ? escapeAt(i) : line;
+}
+
+const SETEXT_UNDERLINE = /^(?:=+|-+)[ \t]*$/;
+const ATX_HEADING = /^#{1,6}(?:[ \t]|$)/;
 
 function shorten(text: string, max: number): string {
   if (text.length <= max) return text;
@@ -106,6 +149,8 @@ export function agentMarkdown(text: string, form: AgentTextForm, max: number): s
         .replace(LINE_BREAK, '\n')
         .replace(/(?![\t\n])\p{Cc}/gu, ' ')
         .replace(MODEL_SPECIAL, backslash);
+    case 'prose':
+      return agentMarkdown(short, 'model', max).split('\n').map(noHeading).join('\n');
     case 'inline':
       return escapeLine(oneLine(short));
   }

@@ -11,6 +11,9 @@
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
+/** A root object with at most this many keys keeps them all. */
+const ROOT_KEYS = 64;
+
 /** Strings are never cut below this many characters (when cutting items can make it fit). */
 const MIN_STRING = 48;
 
@@ -21,8 +24,11 @@ interface Caps {
 
 const bytes = (text: string) => Buffer.byteLength(text, 'utf8');
 
-/** A copy of `value` with strings cut to `chars` and arrays/objects to `items` entries. */
-function cut(value: Json, caps: Caps): Json {
+/**
+ * A copy of `value` with strings cut to `chars` and arrays/objects to `items` entries; a root
+ * object of up to ROOT_KEYS keys keeps them all (a record's fields: the last ones matter too).
+ */
+function cut(value: Json, caps: Caps, root = false): Json {
   if (typeof value === 'string') {
     if (value.length <= caps.chars) return value;
     let keep = value.slice(0, caps.chars);
@@ -37,10 +43,11 @@ function cut(value: Json, caps: Caps): Json {
   }
   if (value !== null && typeof value === 'object') {
     const keys = Object.keys(value);
+    const limit = root && keys.length <= ROOT_KEYS ? keys.length : caps.items;
     const kept: { [key: string]: Json } = {};
-    for (const key of keys.slice(0, caps.items))
+    for (const key of keys.slice(0, limit))
       kept[cut(key, caps) as string] = cut(value[key] as Json, caps);
-    if (keys.length > caps.items) kept['…'] = `[${keys.length - caps.items} more keys cut]`;
+    if (keys.length > limit) kept['…'] = `[${keys.length - limit} more keys cut]`;
     return kept;
   }
   return value;
@@ -97,7 +104,7 @@ export function fitJson(value: unknown, budgetBytes: number): string {
   const root = JSON.parse(whole) as Json;
 
   const { chars: longest, items: widest } = extent(root);
-  const text = (caps: Caps) => JSON.stringify(cut(root, caps));
+  const text = (caps: Caps) => JSON.stringify(cut(root, caps, true));
   const fits = (caps: Caps) => bytes(text(caps)) <= budgetBytes;
   // No item can cost less than two bytes, nor a string more than the budget: capping there
   // first bounds every try, however large the value.

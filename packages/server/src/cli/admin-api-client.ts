@@ -1,4 +1,5 @@
 import type { CreateAgentOutcome, CreatedAgent } from '../agents/agent-admin.js';
+import type { LifecycleSettings, LifecycleSettingsChange } from '../lifecycle/agent-settings.js';
 import type { MemberRole } from '../store/agent-store.js';
 import type { Administration } from './administration.js';
 import { RunningServerError } from './running-server.js';
@@ -133,6 +134,18 @@ export class AdminApiClient implements Administration {
 
   async revokeMember(agentId: string, userId: string): Promise<boolean> {
     return (await this.found(204, 'DELETE', memberPath(agentId, userId))) !== undefined;
+  }
+
+  async lifecycle(
+    agentId: string,
+    change: LifecycleSettingsChange,
+  ): Promise<LifecycleSettings | undefined> {
+    const path = `/admin/v1/agents/${segment(agentId)}/lifecycle`;
+    const answer =
+      Object.keys(change).length === 0
+        ? await this.found(200, 'GET', path)
+        : await this.found(200, 'PATCH', path, change);
+    return answer?.body as LifecycleSettings | undefined;
   }
 }
 

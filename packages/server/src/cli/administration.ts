@@ -1,4 +1,5 @@
 import type { CreateAgentOutcome } from '../agents/agent-admin.js';
+import type { LifecycleSettings, LifecycleSettingsChange } from '../lifecycle/agent-settings.js';
 import type { MemberRole } from '../store/agent-store.js';
 
 /**
@@ -21,4 +22,12 @@ export interface Administration {
   grantMember(agentId: string, userId: string, role: MemberRole): Promise<boolean>;
   /** False when the user had no role on the agent (or there is no such agent). */
   revokeMember(agentId: string, userId: string): Promise<boolean>;
+  /**
+   * The agent's lifecycle settings once `change` is applied (an empty one only reads them);
+   * undefined when there is no such agent.
+   */
+  lifecycle(
+    agentId: string,
+    change: LifecycleSettingsChange,
+  ): Promise<LifecycleSettings | undefined>;
 }

@@ -7,6 +7,7 @@ import {
   revokeMember,
 } from '../agents/agent-admin.js';
 import type { Config } from '../config.js';
+import { changeLifecycleSettings, readLifecycleSettings } from '../lifecycle/agent-settings.js';
 import type { LiveBus } from '../live/live-bus.js';
 import { createRedisBus } from '../live/redis-bus.js';
 import { announceRevocation, type AccessRevocation } from '../live/stream-access-guard.js';
@@ -79,5 +80,9 @@ export function storeAdministration(
         });
       return removed;
     },
+    lifecycle: (agentId, change) =>
+      Object.keys(change).length === 0
+        ? readLifecycleSettings(store.lifecycle, config.lifecycle, agentId)
+        : changeLifecycleSettings(store.lifecycle, config.lifecycle, agentId, change),
   };
 }

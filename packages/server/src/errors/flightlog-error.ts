@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'unsupported-media-type'
   | 'too-many-requests'
   | 'store-unavailable'
+  | 'live-unavailable'
   | 'shutting-down'
   | 'internal';
 

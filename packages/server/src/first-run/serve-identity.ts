@@ -42,6 +42,7 @@ export function serveIdentity(config: Config): ServeIdentity {
       ...config,
       jwtSecret: localSecret.secret,
       adminToken: config.adminToken ?? localAdminToken(localSecret.secret),
+      adminApiHidden: !explicitAdmin,
     },
     localSecret,
     adminApi: explicitAdmin ? 'admin-token' : 'local-secret',

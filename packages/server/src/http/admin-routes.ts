@@ -5,7 +5,7 @@ import {
   IDENTIFIER_RULE,
   Identifier,
   ProblemSchema,
-  STORABLE_TEXT,
+  MemberUserIdSchema,
   StringEnum,
 } from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
@@ -33,10 +33,16 @@ import type { StreamAccessGuard } from '../live/stream-access-guard.js';
 import { MEMBER_ROLES } from '../store/agent-store.js';
 import type { Store } from '../store/open-store.js';
 import { requireAdmin } from './authentication.js';
+import {
+  lifecycleAdminRoutes,
+  type LifecycleAdminRoutesOptions,
+} from './lifecycle-admin-routes.js';
 
 export interface AdminRoutesOptions {
   store: Store;
   adminToken: string;
+  /** Refusals answer as a route that does not exist (a token derived from the local secret). */
+  hidden?: boolean;
   apiKeys: ApiKeyResolver;
   /** Ends this instance's live streams of a removed member or deleted agent at once. */
   streamAccess: Pick<StreamAccessGuard, 'memberRemoved' | 'agentDeleted'>;
@@ -46,12 +52,14 @@ export interface AdminRoutesOptions {
   tokenGuesses: KeyGuessLimiter;
   /** Called for each request refused with `429` by `tokenGuesses`. */
   onGuessRefused: () => void;
+  /** The data lifecycle's admin routes (lifecycle-admin-routes.ts), behind the same token. */
+  lifecycle?: Omit<LifecycleAdminRoutesOptions, 'store'>;
 }
 
 const AgentParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
 const MemberParams = Type.Object({
   id: Type.String({ maxLength: 1024 }),
-  userId: Type.String({ minLength: 1, maxLength: 256, pattern: STORABLE_TEXT }),
+  userId: MemberUserIdSchema,
 });
 const problems = {
   400: ProblemSchema,
@@ -102,7 +110,12 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
   const { agents } = options.store;
   app.addHook(
     'onRequest',
-    requireAdmin(options.adminToken, options.tokenGuesses, options.onGuessRefused),
+    requireAdmin(
+      options.adminToken,
+      options.tokenGuesses,
+      options.onGuessRefused,
+      options.hidden === true,
+    ),
   );
 
   app.post(
@@ -296,4 +309,7 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
       return reply.code(204).send();
     },
   );
+
+  if (options.lifecycle)
+    await app.register(lifecycleAdminRoutes, { store: options.store, ...options.lifecycle });
 };

@@ -4,7 +4,7 @@ import {
   CreatedAgentSchema,
   IsoDateTime,
   ProblemSchema,
-  STORABLE_TEXT,
+  MemberUserIdSchema,
   StringEnum,
 } from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
@@ -47,7 +47,7 @@ const KeyParams = Type.Object({
 });
 const MemberParams = Type.Object({
   id: Type.String({ maxLength: 1024 }),
-  userId: Type.String({ minLength: 1, maxLength: 256, pattern: STORABLE_TEXT }),
+  userId: MemberUserIdSchema,
 });
 const problems = {
   400: ProblemSchema,

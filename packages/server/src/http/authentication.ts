@@ -4,6 +4,7 @@ import type { IdentityVerifier } from '../auth/identity.js';
 import type { KeyGuessLimiter } from '../auth/key-guess-limiter.js';
 import { bearerCredential, secretsEqual } from '../auth/secrets.js';
 import { FlightlogError } from '../errors/flightlog-error.js';
+import { noRoute } from './problem.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -99,19 +100,24 @@ export function requireAdmin(
   adminToken: string,
   guesses: KeyGuessLimiter,
   onRefused: () => void = () => {},
+  hidden = false,
 ): Hook {
   return async (request) => {
+    // hidden (a token derived from the local secret): every refusal is the answer to a route
+    // that does not exist, so the admin API is not there for anyone without the secret
+    const refuse = (error: FlightlogError) => (hidden ? noRoute(request) : error);
     const header = request.headers.authorization;
-    if (!sendsCredential(header)) throw new FlightlogError('unauthorized', SEND_ADMIN_TOKEN);
+    if (!sendsCredential(header))
+      throw refuse(new FlightlogError('unauthorized', SEND_ADMIN_TOKEN));
     const retryAfterSeconds = guesses.retryAfterSeconds(request.ip);
     if (retryAfterSeconds > 0) {
       onRefused();
-      throw tooManyGuesses('a wrong admin token', retryAfterSeconds);
+      throw refuse(tooManyGuesses('a wrong admin token', retryAfterSeconds));
     }
     const token = bearerCredential(header);
     if (!token || !secretsEqual(token, adminToken)) {
       guesses.recordFailure(request.ip);
-      throw new FlightlogError('unauthorized', SEND_ADMIN_TOKEN);
+      throw refuse(new FlightlogError('unauthorized', SEND_ADMIN_TOKEN));
     }
     // one tenant, whoever holds the token
     request.tenant = 'admin';

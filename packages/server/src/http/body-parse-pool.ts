@@ -3,7 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
 import type { ParseJob, ParseResult } from './body-parse-worker.js';
-import { parseJson } from './json-body.js';
+import { decodeBody, type BodyDecoder } from './body-decoders.js';
+import type { DataPath } from './prototype-keys.js';
 import { fieldErrorsFromAjv } from './problem.js';
 import { markPrevalidated } from './schema-validator.js';
 
@@ -64,11 +65,17 @@ export class BodyParsePool {
   constructor(private readonly options: BodyParsePoolOptions) {}
 
   /**
-   * The body parsed, and when `schema` is given validated against it (the route's validator
+   * The body parsed (`decoder`: JSON unless told), and when `schema` is given validated against it (the route's validator
    * then takes it as valid); an invalid body is refused with the same `400` the route's
    * validator would answer.
    */
-  parse(key: string, bytes: Buffer, schema: object | undefined): Promise<unknown> {
+  parse(
+    key: string,
+    bytes: Buffer,
+    schema: object | undefined,
+    dataPaths: readonly DataPath[] = [],
+    decoder: BodyDecoder = 'json',
+  ): Promise<unknown> {
     if (this.closed)
       return Promise.reject(new FlightlogError('shutting-down', 'The service is shutting down.'));
     const mine = this.perKey.get(key) ?? 0;
@@ -87,7 +94,8 @@ export class BodyParsePool {
           retryAfterSeconds: 1,
         }),
       );
-    const job: ParseJob = { id: this.nextId++, bytes };
+    const job: ParseJob = { id: this.nextId++, bytes, dataPaths };
+    if (decoder !== 'json') job.decoder = decoder;
     if (schema) job.schemaId = this.schemaIdOf(schema);
     return new Promise((resolve, reject) => {
       this.perKey.set(key, mine + 1);
@@ -198,7 +206,9 @@ export class BodyParsePool {
       try {
         // validated by the route as usual: not marked
         pending.job.schemaId = undefined;
-        pending.resolve(parseJson(Buffer.from(result.bytes)));
+        pending.resolve(
+          decodeBody(Buffer.from(result.bytes), pending.job.decoder, pending.job.dataPaths),
+        );
       } catch (error) {
         pending.reject(error);
       }
@@ -209,7 +219,14 @@ export class BodyParsePool {
           'The request does not match the schema.',
         ),
       );
-    else pending.reject(new FlightlogError(result.code, result.detail));
+    else
+      pending.reject(
+        new FlightlogError(
+          result.code,
+          result.detail,
+          result.fieldErrors ? { fieldErrors: result.fieldErrors } : {},
+        ),
+      );
     this.dispatch();
   }
 

@@ -1,12 +1,12 @@
 import { setPriority } from 'node:os';
 import { parentPort } from 'node:worker_threads';
 import { FlightlogError } from '../errors/flightlog-error.js';
-import { parseJson } from './json-body.js';
+import { decodeBody, type BodyDecoder } from './body-decoders.js';
 import { createBoundedValidator } from './schema-validator.js';
 
 /**
- * A body-parse worker (see body-parse-pool.ts): decodes, parses and validates one large body at
- * a time off the event loop. An invalid body goes back as its (bounded) errors only, so the
+ * A body-parse worker (see body-parse-pool.ts): decodes, parses (JSON, or an OTLP protobuf
+ * export) and validates one large body at a time off the event loop. An invalid body goes back as its (bounded) errors only, so the
  * objects it parsed to, and their garbage collection, never reach the main thread.
  */
 
@@ -14,8 +14,12 @@ import { createBoundedValidator } from './schema-validator.js';
 export interface ParseJob {
   id: number;
   bytes: Uint8Array;
+  /** How the bytes are read: JSON (the default), or an OTLP protobuf trace export. */
+  decoder?: BodyDecoder;
   schemaId?: number;
   schema?: object;
+  /** Where prototype keys are kept as data (the route's `jsonDataPaths`). */
+  dataPaths?: readonly (readonly string[])[];
 }
 
 /** Ajv's error objects, as far as the problem answer reads them (http/problem.ts). */
@@ -29,7 +33,13 @@ export interface SchemaError {
 export type ParseResult =
   | { id: number; kind: 'parsed'; value: unknown }
   | { id: number; kind: 'invalid'; errors: SchemaError[] }
-  | { id: number; kind: 'refused'; code: FlightlogError['code']; detail: string }
+  | {
+      id: number;
+      kind: 'refused';
+      code: FlightlogError['code'];
+      detail: string;
+      fieldErrors?: FlightlogError['fieldErrors'];
+    }
   /** The value could not be cloned back (nested too deep): the main thread parses it itself. */
   | { id: number; kind: 'inline'; bytes: Uint8Array };
 
@@ -41,10 +51,20 @@ const validators = new Map<number, ReturnType<typeof createBoundedValidator>>();
 function handle(job: ParseJob): ParseResult {
   let value: unknown;
   try {
-    value = parseJson(Buffer.from(job.bytes.buffer, job.bytes.byteOffset, job.bytes.byteLength));
+    value = decodeBody(
+      Buffer.from(job.bytes.buffer, job.bytes.byteOffset, job.bytes.byteLength),
+      job.decoder,
+      job.dataPaths,
+    );
   } catch (error) {
     if (error instanceof FlightlogError)
-      return { id: job.id, kind: 'refused', code: error.code, detail: error.message };
+      return {
+        id: job.id,
+        kind: 'refused',
+        code: error.code,
+        detail: error.message,
+        ...(error.fieldErrors ? { fieldErrors: error.fieldErrors } : {}),
+      };
     throw error;
   }
   if (job.schemaId === undefined || value === undefined)

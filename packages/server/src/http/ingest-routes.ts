@@ -49,6 +49,9 @@ export const ingestRoutes: FastifyPluginAsyncTypebox<IngestRoutesOptions> = asyn
   app.post(
     '/v1/traces/batch',
     {
+      // Event payloads are the agent's data: a tool output parsed from the web may hold a
+      // `__proto__` key, and is stored as it came (json-body.ts).
+      config: { jsonDataPaths: [['items', '*', 'events', '*', 'payload']] },
       schema: {
         summary: 'Write a batch of trace snapshots and events',
         headers: Type.Object({ authorization: Type.String() }),

@@ -3,8 +3,11 @@ import { createGunzip } from 'node:zlib';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
-import { FlightlogError } from '../errors/flightlog-error.js';
+import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
+import { decodeExportRequest } from '../otlp/otlp-protobuf.js';
 import type { BodyParsePool } from './body-parse-pool.js';
+import { prototypeKeyErrors, type DataPath } from './prototype-keys.js';
+import { markPrevalidated } from './schema-validator.js';
 
 export interface BodyLimits {
   /** Largest body accepted, counted both on the wire and after gzip inflation. */
@@ -121,8 +124,15 @@ export async function readBody(
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** Parses JSON text strictly: valid UTF-8, no `__proto__` or `constructor.prototype` keys. */
-export function parseJson(bytes: Buffer): unknown {
+/**
+ * Parses JSON text strictly: valid UTF-8, and no `__proto__` or `constructor.prototype` keys
+ * except inside `dataPaths` (a route's agent data, such as event payloads), where they are kept
+ * as data. Such keys are safe as data: `JSON.parse` makes them own properties, never prototypes,
+ * and the service only ever serialises payloads (JSON.stringify keeps them as keys); what must not
+ * happen is an object of ours taking them as its fields, hence the refusal elsewhere, with the
+ * pointer of each, so a client knows which event (or item) to drop and can send the rest.
+ */
+export function parseJson(bytes: Buffer, dataPaths: readonly DataPath[] = []): unknown {
   let text: string;
   try {
     text = utf8.decode(bytes);
@@ -131,14 +141,24 @@ export function parseJson(bytes: Buffer): unknown {
   }
   if (text.trim().length === 0) return undefined;
   try {
+    // The common case: no such key anywhere (checked by secure-json-parse, cheaply).
     return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
   } catch (error) {
-    const reason =
-      error instanceof SyntaxError
-        ? error.message
-        : 'it uses a forbidden key (__proto__ or constructor.prototype)';
-    throw new FlightlogError('malformed-json', `The body is not valid JSON: ${reason}`);
+    if (!(error instanceof SyntaxError)) throw error;
   }
+  // Either not JSON, or JSON with a prototype key somewhere: the plain parser tells which.
+  let value: unknown;
+  try {
+    value = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
+  } catch (error) {
+    throw new FlightlogError(
+      'malformed-json',
+      `The body is not valid JSON: ${(error as SyntaxError).message}`,
+    );
+  }
+  const refused = prototypeKeyErrors(value, dataPaths);
+  if (refused.length > 0) throw validationFailed(refused);
+  return value;
 }
 
 /**
@@ -162,15 +182,71 @@ export function registerJsonBody(
         request.headers['content-length'],
         limits,
       );
+      const dataPaths = request.routeOptions.config.jsonDataPaths ?? [];
       if (large && bytes.length >= large.minBytes)
         return large.pool.parse(
           request.agent ? `agent:${request.agent.agentId}` : `ip:${request.ip}`,
           bytes,
           routeBodySchema(request),
+          dataPaths,
         );
-      return parseJson(bytes);
+      return parseJson(bytes, dataPaths);
     },
   );
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * Where the route's body holds agent data whose keys are the agent's own (see
+     * {@link parseJson}): `__proto__` and `constructor.prototype` keys are kept there as data.
+     * Default: nowhere.
+     */
+    jsonDataPaths?: readonly DataPath[];
+  }
+}
+
+/**
+ * Adds the OTLP protobuf body (`application/x-protobuf`) to the routes of `app` (an OTLP plugin's
+ * scope), read with the same limits as JSON: plain or gzip, capped, large ones decoded and
+ * validated by the pool in turns by agent. Any other content type is refused with a 415 that
+ * names the two OTLP/HTTP encodings.
+ */
+export function registerOtlpProtobufBody(
+  app: FastifyInstance,
+  limits: BodyLimits,
+  large?: LargeBodies,
+): void {
+  app.addContentTypeParser(
+    'application/x-protobuf',
+    async (request: FastifyRequest, payload: IncomingMessage) => {
+      const bytes = await readBody(
+        payload,
+        request.headers['content-encoding'],
+        request.headers['content-length'],
+        limits,
+      );
+      if (large && bytes.length >= large.minBytes)
+        return large.pool.parse(
+          request.agent ? `agent:${request.agent.agentId}` : `ip:${request.ip}`,
+          bytes,
+          routeBodySchema(request),
+          [],
+          'otlp-protobuf',
+        );
+      // what protobuf decoded has the schema's types by construction (the mapping reads it
+      // defensively all the same): the route's validator need not walk it again
+      const decoded = decodeExportRequest(bytes);
+      markPrevalidated(decoded);
+      return decoded;
+    },
+  );
+  app.addContentTypeParser('*', async () => {
+    throw new FlightlogError(
+      'unsupported-media-type',
+      'Send Content-Type: application/x-protobuf or application/json (OTLP/HTTP).',
+    );
+  });
 }
 
 /** The body schema of the request's route (what its validator checks), if it has one. */

@@ -23,6 +23,7 @@ const HTTP: Record<ErrorCode, { status: number; title: string }> = {
   'headers-too-large': { status: 431, title: 'Request header fields too large' },
   'too-many-requests': { status: 429, title: 'Too many requests' },
   'store-unavailable': { status: 503, title: 'Service unavailable' },
+  'live-unavailable': { status: 503, title: 'Service unavailable' },
   'shutting-down': { status: 503, title: 'Service unavailable' },
   internal: { status: 500, title: 'Internal server error' },
 };
@@ -199,7 +200,7 @@ export function answerFrameworkError(
   return sendProblem(request, reply, coded);
 }
 
-function noRoute(request: FastifyRequest): FlightlogError {
+export function noRoute(request: FastifyRequest): FlightlogError {
   return new FlightlogError(
     'not-found',
     `No route ${request.method} ${request.url.split('?')[0]}.`,

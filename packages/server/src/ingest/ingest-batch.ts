@@ -4,6 +4,7 @@ import { itemDocument, toItemJson, type ItemJson } from '../store/batch-json.js'
 import type { TraceStore, VerifyOutcome } from '../store/trace-store.js';
 import type { LivePublisher } from '../live/publish.js';
 import type { AgentWriteTurns } from './agent-write-turns.js';
+import type { KeyedTurns } from './keyed-turns.js';
 import { payloadFlaw } from './payload-shape.js';
 
 /** Batches of at least this many events are looked through for id conflicts first. */
@@ -21,6 +22,8 @@ export interface IngestContext {
   onAnalysisQueued?: () => void;
   /** Batches of at least `minBytes` of JSON are written in their agent's turn. */
   largeWrites?: { turns: AgentWriteTurns; minBytes: number };
+  /** OTLP exports of one trace take turns in this process (see keyed-turns.ts). */
+  traceTurns?: KeyedTurns;
 }
 
 export type IngestOutcome =
@@ -124,7 +127,11 @@ export async function ingestBatch(
   if (outcome.kind === 'id-conflict') return outcome;
   if (outcome.kind === 'accepted') {
     if (outcome.analysisQueued) context.onAnalysisQueued?.();
-    context.live.publish(agentId, json.map(itemDocument));
+    // items of deleted runs were not written: they are not shown either
+    const dropped = new Set(outcome.droppedTraceIds);
+    const shown =
+      dropped.size === 0 ? json : json.filter((_, i) => !dropped.has(items[i]!.trace.id));
+    context.live.publish(agentId, shown.map(itemDocument));
   }
 
   // A token without the agent id it belongs to cannot be matched, so it is ignored.

@@ -9,6 +9,7 @@ import {
   type LiveListener,
   type LiveMessage,
 } from './live-bus.js';
+import { itemTraceId } from './item-trace-id.js';
 
 export interface InProcessBusOptions {
   /** Batches kept per agent (the spec's 1000). */
@@ -31,7 +32,12 @@ export interface InProcessBus extends LiveBus {
 interface Entry {
   agentId: string;
   id: string;
+  /** Its items' messages; fewer than `items` once those of deleted traces are gone. */
   messages: LiveMessage[];
+  /** Items the batch was published with: message `<id>-k` exists for k below it, or did. */
+  items: number;
+  /** When it was published (ms since the epoch). */
+  at: number;
   /** Memory held, about: what the total budget counts. */
   bytes: number;
   /** Characters of JSON (its bytes, for ASCII): what the per-agent budget counts, as on Redis. */
@@ -98,6 +104,8 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
         agentId,
         id,
         messages,
+        items: messages.length,
+        at: Date.now(),
         bytes: data.reduce((sum, d) => sum + sizeOf(d), 0),
         json: data.reduce((sum, d) => sum + d.length, 0),
       };
@@ -145,10 +153,14 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
       const { entryId, index } = splitMessageId(afterId);
       const at = buffered.findIndex((e) => e.id === entryId);
       const entry = buffered[at];
-      if (!entry || index >= entry.messages.length) return all();
+      if (!entry || index >= entry.items) return all();
       const rest = page(at + 1);
       return {
-        messages: [...entry.messages.slice(index + 1), ...rest.messages],
+        // by item index, not position: items of deleted traces may be gone from the entry
+        messages: [
+          ...entry.messages.filter((m) => splitMessageId(m.id).index > index),
+          ...rest.messages,
+        ],
         complete: rest.complete,
         resumed: true,
       };
@@ -169,6 +181,30 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
     },
     async forget(agentId) {
       for (const entry of [...(buffers.get(agentId)?.values() ?? [])]) drop(entry);
+    },
+    async forgetTraces(agentId, traceIds, hint) {
+      const buffer = buffers.get(agentId);
+      // every batch buffered came after the traces' last one: none of theirs is here
+      if (!buffer || (hint && (oldest(buffer) as Entry).at > hint.lastBatchBefore)) return;
+      const gone = new Set(traceIds);
+      for (const entry of [...buffer.values()]) {
+        const kept = entry.messages.filter(
+          (m) => m.event !== undefined || !gone.has(itemTraceId(m.data) ?? ''),
+        );
+        if (kept.length === entry.messages.length) continue;
+        if (kept.length === 0) {
+          drop(entry);
+          continue;
+        }
+        const removed = entry.messages.filter((m) => !kept.includes(m));
+        const json = removed.reduce((sum, m) => sum + m.data.length, 0);
+        const held = removed.reduce((sum, m) => sum + sizeOf(m.data), 0);
+        entry.messages = kept;
+        entry.json -= json;
+        entry.bytes -= held;
+        bytes -= held;
+        agentBytes.set(agentId, (agentBytes.get(agentId) ?? 0) - json);
+      }
     },
     backlog() {
       return { batches: 0, bytes: 0 };

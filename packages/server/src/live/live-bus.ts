@@ -87,6 +87,19 @@ export interface LiveBus {
    */
   forget(agentId: string): Promise<void>;
   /**
+   * Drops the agent's messages of these traces (they were deleted) from its buffer, and from
+   * what still waits to be published: no replay shows them again. Every other message keeps its
+   * id, so a client resuming with `Last-Event-ID` misses nothing else and gets nothing twice; a
+   * batch all of whose items go is dropped whole. Throws when the buffer could not be reached.
+   * `lastBatchBefore` (ms since the epoch), when the caller knows that no batch of these traces
+   * was published since, spares the look through a buffer whose batches are all newer.
+   */
+  forgetTraces(
+    agentId: string,
+    traceIds: readonly string[],
+    hint?: { lastBatchBefore: number },
+  ): Promise<void>;
+  /**
    * Batches published but not yet taken by the bus (Redis unreachable), and the bytes they hold.
    * Always empty on the in-process bus.
    */

@@ -142,6 +142,28 @@ export class PublishBacklog {
     return true;
   }
 
+  /**
+   * Keeps only the items of the agent's waiting batches that pass `keep` (their traces were
+   * deleted); returns the batches left with none, taken out (the caller settles them).
+   */
+  shrink(agentId: string, keep: (data: string) => boolean): PendingBatch[] {
+    const emptied: PendingBatch[] = [];
+    for (const batch of this.queue.slice(this.head)) {
+      if (batch.agentId !== agentId) continue;
+      const data = batch.data.filter(keep);
+      if (data.length === batch.data.length) continue;
+      if (data.length === 0) {
+        if (this.remove(batch)) emptied.push(batch);
+        continue;
+      }
+      this.hold(batch, -1);
+      batch.data = data;
+      batch.bytes = data.reduce((sum, d) => sum + d.length * 2 + 64, 0);
+      this.hold(batch, 1);
+    }
+    return emptied;
+  }
+
   /** Records that `batch` will never reach its agent's stream. */
   recordGap(batch: Pick<PendingBatch, 'agentId' | 'publishedAt'>): void {
     const gap = this.gaps.get(batch.agentId);

@@ -19,6 +19,7 @@ import {
 import { BacklogOverflowError, PublishBacklog, type PendingBatch } from './publish-backlog.js';
 import type { ReplayHistory } from './replay-history.js';
 import { defineLiveScripts } from './redis-scripts.js';
+import { itemTraceId } from './item-trace-id.js';
 
 export interface RedisBusOptions {
   url: string;
@@ -76,20 +77,32 @@ const MAX_BULK_READS = 4;
 
 /**
  * An entry is one batch, its items stored as repeated `d` fields, in order (its publish's token
- * is in the agent's token stream, under the same id); or one `r` field, a resync notice.
+ * is in the agent's token stream, under the same id); or one `r` field, a resync notice. An `x`
+ * field is an item of a deleted trace (see redis-scripts.ts FORGET_ITEMS): it keeps its place,
+ * so the items after it keep their ids, and shows nothing.
  */
 function messagesOf([id, fields]: Entry): LiveMessage[] {
   const messages: LiveMessage[] = [];
+  let item = 0;
   for (let i = 0; i + 1 < fields.length; i += 2)
     if (fields[i] === 'd')
-      messages.push({ id: messageId(id, messages.length), data: fields[i + 1] as string });
+      messages.push({ id: messageId(id, item++), data: fields[i + 1] as string });
     else if (fields[i] === 'r')
       messages.push({
-        id: messageId(id, messages.length),
+        id: messageId(id, item++),
         data: fields[i + 1] as string,
         event: 'resync',
       });
+    else if (fields[i] === 'x') item++;
   return messages;
+}
+
+/** Items an entry was written with (its `d`, `r` and `x` fields). */
+function itemCount([, fields]: Entry): number {
+  let count = 0;
+  for (let i = 0; i + 1 < fields.length; i += 2)
+    if (fields[i] === 'd' || fields[i] === 'r' || fields[i] === 'x') count++;
+  return count;
 }
 
 /** The size a token-stream entry gives its batch (see redis-scripts.ts). */
@@ -456,9 +469,10 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       const first = from.entries[0];
       if (first?.[0] === entryId) {
         const items = messagesOf(first);
-        if (index < items.length) {
+        if (index < itemCount(first)) {
           const messages = [
-            ...items.slice(index + 1),
+            // by item index, not position: items of deleted traces may be gone from the entry
+            ...items.filter((m) => splitMessageId(m.id).index > index),
             ...from.entries.slice(1).flatMap(messagesOf),
           ];
           if (messages.length > 0 || from.complete)
@@ -747,6 +761,39 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       // Its batches still waiting were meant for streams that no longer exist: not a loss.
       for (const batch of backlog.removeAgent(agentId)) batch.resolve([]);
       await scripts.forget(agentId);
+    },
+    async forgetTraces(agentId, traceIds, hint) {
+      const gone = new Set(traceIds);
+      const deleted = (data: string) => gone.has(itemTraceId(data) ?? '');
+      // batches still waiting for Redis lose those items before they are written
+      for (const batch of backlog.shrink(agentId, (data) => !deleted(data))) batch.resolve([]);
+      if (hint) {
+        // an entry's id is the time it was written: every entry newer than the traces' last
+        // batch means none of theirs is left (rebuilt entries have older ids: they are looked at)
+        const [first] = (await commands.xrange(key(agentId), '-', '+', 'COUNT', 1)) as Entry[];
+        if (!first || Number(first[0].split('-')[0]) > hint.lastBatchBefore) return;
+      }
+      // then the stream: read page by page (the items' trace ids are read here, not in Lua),
+      // and rewritten once, atomically, only when it holds any of them
+      const drops: string[] = [];
+      let from = '-';
+      for (;;) {
+        const page = await scripts.read(agentId, from, REPLAY_PAGE, REPLAY_PAGE_BYTES);
+        for (const [id, fields] of page.entries) {
+          const items: number[] = [];
+          let item = 0;
+          for (let i = 0; i + 1 < fields.length; i += 2) {
+            const field = fields[i];
+            if (field === 'd' && deleted(fields[i + 1] as string)) items.push(item);
+            if (field === 'd' || field === 'r' || field === 'x') item++;
+          }
+          if (items.length > 0) drops.push(id, `,${items.join(',')},`);
+        }
+        const last = page.entries.at(-1);
+        if (page.complete || last === undefined) break;
+        from = `(${last[0]}`;
+      }
+      if (drops.length > 0) await scripts.forgetItems(agentId, drops);
     },
     backlog() {
       return { batches: backlog.size, bytes: backlog.bytes };

@@ -204,6 +204,87 @@ forget(ARGV[2])
 return 1
 `;
 
+/**
+ * Removes items of deleted traces from an agent's stream, keeping every other entry and item with
+ * its id: a stream entry cannot be changed in place, so when any entry changes the stream and its
+ * token stream are rewritten whole, as REBUILD does, in one atomic step (at most the agent's
+ * bounded buffer). A removed item becomes an `x` field, so the items after it keep their ids; an
+ * entry left with no item goes, with its twin; the bytes counted follow. Entries named but gone
+ * (trimmed meanwhile) are skipped. KEYS[1] stream, KEYS[2] token stream; ARGV: prefix, agent, then
+ * pairs of an entry id and its item indexes to remove, as `,0,2,`. Returns the entries changed.
+ */
+const FORGET_ITEMS = `${ACCOUNTING}
+local agent = ARGV[2]
+local drops = {}
+for i = 3, #ARGV - 1, 2 do drops[ARGV[i]] = ARGV[i + 1] end
+local entries = redis.call('XRANGE', KEYS[1], '-', '+')
+local twins = redis.call('XRANGE', KEYS[2], '-', '+')
+local changed = 0
+for _, entry in ipairs(entries) do
+  if drops[entry[1]] then changed = changed + 1 end
+end
+if changed == 0 then return 0 end
+local ttl = redis.call('PTTL', KEYS[1])
+local twinOf = {}
+for _, twin in ipairs(twins) do twinOf[twin[1]] = twin[2] end
+redis.call('DEL', KEYS[1], KEYS[2])
+local delta = 0
+for _, entry in ipairs(entries) do
+  local id, fields = entry[1], entry[2]
+  local drop = drops[id]
+  local twin = twinOf[id]
+  local kept = fields
+  local size = nil
+  if drop then
+    kept = {}
+    size = 0
+    local item = 0
+    local shown = false
+    for i = 1, #fields, 2 do
+      local field, value = fields[i], fields[i + 1]
+      if field == 'd' or field == 'r' or field == 'x' then
+        if field == 'd' and string.find(drop, ',' .. item .. ',', 1, true) then
+          field, value = 'x', ''
+        end
+        if field ~= 'x' then shown = true end
+        item = item + 1
+      end
+      kept[#kept + 1] = field
+      kept[#kept + 1] = value
+      if field == 'd' or field == 'r' then size = size + #value end
+    end
+    if not shown then kept = nil end
+  end
+  if kept then
+    redis.call('XADD', KEYS[1], id, unpack(kept))
+    if twin then
+      if size then
+        local rewritten = {}
+        for i = 1, #twin, 2 do
+          local field, value = twin[i], twin[i + 1]
+          if field == 'b' then
+            delta = delta + size - tonumber(value)
+            value = size
+          end
+          rewritten[#rewritten + 1] = field
+          rewritten[#rewritten + 1] = value
+        end
+        twin = rewritten
+      end
+      redis.call('XADD', KEYS[2], id, unpack(twin))
+    end
+  elseif twin then
+    delta = delta - sizeOf({ id, twin })
+  end
+end
+account(agent, delta)
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
+return changed
+`;
+
 type Entry = [id: string, fields: string[]];
 
 /** The bounds the scripts keep the bus within. */
@@ -228,6 +309,8 @@ export interface LiveScripts {
   ): Promise<{ entries: Entry[]; complete: boolean }>;
   rebuild(agentId: string, epoch: string, runs: string[]): Promise<number>;
   forget(agentId: string): Promise<void>;
+  /** See FORGET_ITEMS: `drops` alternates entry ids and their item indexes (`,0,2,`). */
+  forgetItems(agentId: string, drops: string[]): Promise<number>;
 }
 
 type ScriptCommands = {
@@ -235,6 +318,7 @@ type ScriptCommands = {
   flightlogRead(...args: (string | number)[]): Promise<[Entry[], number]>;
   flightlogRebuild(...args: (string | number)[]): Promise<number>;
   flightlogForget(...args: (string | number)[]): Promise<number>;
+  flightlogForgetItems(...args: (string | number)[]): Promise<number>;
 };
 
 export function defineLiveScripts(redis: Redis, prefix: string, bounds: BusBounds): LiveScripts {
@@ -242,6 +326,7 @@ export function defineLiveScripts(redis: Redis, prefix: string, bounds: BusBound
   redis.defineCommand('flightlogRead', { numberOfKeys: 1, lua: READ });
   redis.defineCommand('flightlogRebuild', { numberOfKeys: 3, lua: REBUILD });
   redis.defineCommand('flightlogForget', { numberOfKeys: 0, lua: FORGET });
+  redis.defineCommand('flightlogForgetItems', { numberOfKeys: 2, lua: FORGET_ITEMS });
   const commands = redis as unknown as ScriptCommands;
   const { maxBatches, agentMaxBytes, totalMaxBytes, ttlSeconds } = bounds;
   const stream = (agentId: string) => `${prefix}${agentId}`;
@@ -287,5 +372,7 @@ export function defineLiveScripts(redis: Redis, prefix: string, bounds: BusBound
     forget: async (agentId) => {
       await commands.flightlogForget(prefix, agentId);
     },
+    forgetItems: (agentId, drops) =>
+      commands.flightlogForgetItems(stream(agentId), tokens(agentId), prefix, agentId, ...drops),
   };
 }

@@ -32,6 +32,30 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly lifecycleRuns = new Counter({
+    name: 'flightlog_lifecycle_runs_total',
+    help:
+      'Runs the data lifecycle changed, by action: timeout (abandoned, ended by the sweeper), ' +
+      'deleted (on request), expired (deleted by retention)',
+    labelNames: ['action'] as const,
+    registers: [this.registry],
+  });
+
+  readonly lifecycleSweepSeconds = new Counter({
+    name: 'flightlog_lifecycle_sweep_seconds_total',
+    help:
+      "Time the lifecycle sweeper's passes took, by part: work (in statements) or elapsed " +
+      '(with the pauses that keep it to LIFECYCLE_SWEEP_DUTY_PERCENT of the store)',
+    labelNames: ['part'] as const,
+    registers: [this.registry],
+  });
+
+  readonly otlpSpans = new Counter({
+    name: 'flightlog_otlp_spans_total',
+    help: 'Spans of OTLP exports, by outcome (accepted, duplicate: stored before, rejected)',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
   readonly rejections = new Counter({
     name: 'flightlog_rejections_total',
     help: 'Requests refused, by problem code',

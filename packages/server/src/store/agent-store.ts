@@ -6,6 +6,7 @@ import {
   type MemberRole,
 } from '@flightlog/protocol';
 import type { SqlClient } from './sql-client.js';
+import { deleteAgentInSteps } from './run-rows.js';
 
 export { MEMBER_ROLES, type MemberRole } from '@flightlog/protocol';
 
@@ -209,12 +210,12 @@ export class AgentStore {
    * Deletes an agent with everything of it (keys, verify tokens, members, traces, events,
    * batch ids, analysis jobs: the schema cascades from `agents`). False when it did not exist.
    */
-  async deleteAgent(id: string): Promise<boolean> {
-    // One statement, however much the agent holds: it is not bounded in time or in locks. The
-    // data lifecycle work will delete in bounded transactions; until then a very large agent
-    // takes as long as its rows take.
-    const rows = await this.sql.query('DELETE FROM agents WHERE id = $1 RETURNING id', [id]);
-    return rows.length > 0;
+  /**
+   * Deletes the agent and all it holds in bounded statements (see run-rows.ts): its keys are
+   * refused and its members gone before its data goes, `rowsPerStatement` rows at a time.
+   */
+  async deleteAgent(id: string, rowsPerStatement = 1_000): Promise<boolean> {
+    return deleteAgentInSteps(this.sql, id, rowsPerStatement);
   }
 
   async getAgent(id: string): Promise<AgentRow | undefined> {

@@ -1,5 +1,6 @@
 import { AgentStore } from './agent-store.js';
 import { AnalysisStore } from './analysis-store.js';
+import { LifecycleStore } from './lifecycle-store.js';
 import { migrate } from './migrate.js';
 import { openPgliteClient } from './pglite-client.js';
 import type { DataDirDurability } from './pglite-durability.js';
@@ -35,6 +36,8 @@ export interface Store {
   readonly agents: AgentStore;
   readonly analysis: AnalysisStore;
   readonly stats: StatsStore;
+  /** Run time-outs, deletion, retention, the audit log and export (the data lifecycle). */
+  readonly lifecycle: LifecycleStore;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -62,6 +65,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     agents: new AgentStore(sql),
     analysis: new AnalysisStore(sql),
     stats: new StatsStore(sql),
+    lifecycle: new LifecycleStore(sql),
     ping: () => sql.ping(),
     close: () => sql.close(),
   };

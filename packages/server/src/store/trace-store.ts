@@ -28,6 +28,13 @@ import {
   type TraceRow,
 } from './trace-rows.js';
 
+/** A stored event's owner: what refusing an id used elsewhere needs to know. */
+export interface StoredEventOwner {
+  id: string;
+  traceId: string;
+  agentId: string;
+}
+
 export type VerifyOutcome = 'verified' | 'rejected' | 'ignored';
 
 export interface BatchWrite {
@@ -49,6 +56,8 @@ export type BatchWriteOutcome =
       verify: VerifyOutcome | null;
       /** True when the batch finished a run and so queued its analysis. */
       analysisQueued: boolean;
+      /** Traces of the batch that were deleted (tombstoned): their items were not written. */
+      droppedTraceIds: string[];
     }
   | { kind: 'duplicate'; traceId: string; verify: VerifyOutcome | null }
   | { kind: 'id-conflict'; pointer: string };
@@ -129,7 +138,10 @@ WITH claim AS (
 ),
 go AS (SELECT NOT $6::boolean OR EXISTS (SELECT 1 FROM claim) AS ok),
 incoming AS (
-  SELECT t.*, t.unnest AS item, t.ordinality AS pos
+  SELECT t.*, t.unnest AS item, t.ordinality AS pos,
+         -- the agent deleted this run: a client still retrying must not write it back
+         EXISTS (SELECT 1 FROM trace_tombstones d
+                 WHERE d.trace_id = t.id AND d.agent_id = $1::text) AS dropped
   FROM ROWS FROM (
     json_to_recordset($7::json) AS (
       id text, status text, "startedAt" timestamptz, "endedAt" timestamptz, "durationMs" float8,
@@ -164,7 +176,7 @@ written AS (
          t."totalCostUsd", t."totalLamports", t."chainTxCount", t."toolsCalled",
          t."anchorSignature", t."anchorSlot", t."merkleProof", t."traceHash", t."shareToken"
   FROM incoming t
-  WHERE (SELECT ok FROM go)
+  WHERE (SELECT ok FROM go) AND NOT t.dropped
   ORDER BY t.pos
   ON CONFLICT (id) DO UPDATE SET
     status = EXCLUDED.status, started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,
@@ -178,12 +190,15 @@ written AS (
     trace_hash = EXCLUDED.trace_hash,
     -- set from the dashboard: a client snapshot (always null) must not unshare the trace
     share_token = COALESCE(EXCLUDED.share_token, traces.share_token),
+    timed_out_at = NULL,
     updated_at = now()
   -- another agent's trace: reported below, and the statement fails; never an older snapshot
-  -- (fewer events, or running again after the run ended)
+  -- (fewer events, or running again after the run ended, unless the sweeper ended it: the
+  -- client's word that it is alive wins over the sweeper's guess that it was abandoned)
   WHERE traces.agent_id <> EXCLUDED.agent_id
      OR (EXCLUDED.event_count >= traces.event_count
-         AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running'))
+         AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running'
+                  AND traces.timed_out_at IS NULL))
   -- the subquery reads the statement's snapshot: the row before this write (null when new)
   RETURNING traces.id, traces.agent_id, traces.status,
             (SELECT t0.status FROM traces t0 WHERE t0.id = traces.id) AS previous_status
@@ -197,6 +212,7 @@ stored AS (
          e."errorMessage"
   FROM incoming_events e
   WHERE (SELECT ok FROM go) AND (SELECT count(*) FROM written) >= 0
+    AND NOT EXISTS (SELECT 1 FROM incoming t WHERE t.item = e.item AND t.dropped)
   ON CONFLICT (id) DO UPDATE SET
     sequence = EXCLUDED.sequence, type = EXCLUDED.type, started_at = EXCLUDED.started_at,
     ended_at = EXCLUDED.ended_at, duration_ms = EXCLUDED.duration_ms, status = EXCLUDED.status,
@@ -222,13 +238,15 @@ conflict AS (
     -- would cost the square of the batch, and a batch of re-sent ids is all conflicts
     SELECT t.pos, e.ordinality, '/items/' || e.item || '/events/' || e."indexInItem" || '/id'
     FROM incoming_events e JOIN incoming t ON t.item = e.item
-    WHERE (SELECT ok FROM go) AND NOT EXISTS (SELECT 1 FROM stored s WHERE s.id = e.id)
+    WHERE (SELECT ok FROM go) AND NOT t.dropped
+      AND NOT EXISTS (SELECT 1 FROM stored s WHERE s.id = e.id)
   ) c
   ORDER BY c.pos, c.k
   LIMIT 1
 )
 SELECT (SELECT ok FROM go) AS claimed,
        (SELECT count(*) FROM queued)::int AS queued,
+       (SELECT array_agg(t.id) FROM incoming t WHERE t.dropped) AS dropped,
        (SELECT ('${ID_CONFLICT_PREFIX}' || c.pointer)::int FROM conflict c) AS refused`;
 
 /**
@@ -254,6 +272,7 @@ updated AS (
       COALESCE($4::timestamptz, GREATEST(now(), t.started_at)) - t.started_at)) * 1000,
     output_summary = CASE WHEN $5 THEN $6 ELSE t.output_summary END,
     error_message = CASE WHEN $7 THEN $8 ELSE t.error_message END,
+    timed_out_at = NULL,
     updated_at = now()
   FROM target
   WHERE t.id = target.id AND NOT target.ends_before_start
@@ -268,11 +287,18 @@ SELECT EXISTS (SELECT 1 FROM target) AS found,
 FROM (SELECT 1) AS one
 LEFT JOIN updated u ON true`;
 
+/** Transaction-scoped locks on trace ids, taken in the order given (sorted by the caller). */
+const LOCK_TRACES = `
+SELECT pg_advisory_xact_lock(hashtextextended('flightlog-trace:' || u.id, 0))
+FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n)
+ORDER BY u.n`;
+
 type CompleteTraceRow = TraceRow & { found: boolean; endsBeforeStart: boolean; queued: number };
 
 interface WriteBatchRow {
   claimed: boolean;
   queued: number;
+  dropped: string[] | null;
 }
 
 const CONSUME_VERIFY_TOKEN = `
@@ -395,17 +421,31 @@ export class TraceStore {
       if (rounds.length === 1 && !write.verify) {
         const row = await this.writeRound(this.sql, write, json, rounds[0] as number[], true);
         if (!row.claimed) return await this.duplicateOf(this.sql, write.agentId, write.batchId);
-        return { kind: 'accepted', traceId, verify: null, analysisQueued: row.queued > 0 };
+        return {
+          kind: 'accepted',
+          traceId,
+          verify: null,
+          analysisQueued: row.queued > 0,
+          droppedTraceIds: row.dropped ?? [],
+        };
       }
       return await this.sql.transaction(async (tx) => {
         let analysisQueued = false;
+        const dropped = new Set<string>();
         for (const [n, round] of rounds.entries()) {
           const row = await this.writeRound(tx, write, json, round, n === 0);
           if (!row.claimed) return this.duplicateOf(tx, write.agentId, write.batchId);
           analysisQueued ||= row.queued > 0;
+          for (const id of row.dropped ?? []) dropped.add(id);
         }
         const verify = write.verify ? await this.consumeVerifyToken(tx, write) : null;
-        return { kind: 'accepted', traceId, verify, analysisQueued };
+        return {
+          kind: 'accepted',
+          traceId,
+          verify,
+          analysisQueued,
+          droppedTraceIds: [...dropped],
+        };
       });
     } catch (error) {
       if (error instanceof IdConflictError) return { kind: 'id-conflict', pointer: error.pointer };
@@ -438,6 +478,68 @@ export class TraceStore {
       [agentId, write.batchId, outcome],
     );
     return outcome;
+  }
+
+  /**
+   * Runs `work` in one transaction that first takes a lock per trace id (transaction-scoped
+   * advisory locks, in id order), with a store whose every statement runs in that transaction.
+   * Writers that read a trace before they write it (OTLP exports: what is stored decides the
+   * sequence numbers and the totals) take turns per trace this way, on every instance sharing
+   * the database; writers of other traces do not wait. Batches of the client library do not
+   * take these locks: they bring their own snapshots and need none.
+   */
+  async withTraceLocks<T>(
+    traceIds: readonly string[],
+    work: (traces: TraceStore) => Promise<T>,
+  ): Promise<T> {
+    const ids = [...new Set(traceIds)].sort(compareIds);
+    const { engine } = this.sql;
+    return this.sql.transaction(async (tx) => {
+      await tx.query(LOCK_TRACES, [ids]);
+      const inTransaction: SqlClient = {
+        engine,
+        query: (sql, params) => tx.query(sql, params),
+        // already in one: a statement that wants a transaction runs in this one
+        transaction: (inner) => inner(tx),
+        ping: async () => {},
+        close: async () => {},
+      };
+      return work(new TraceStore(inTransaction));
+    });
+  }
+
+  /**
+   * What an OTLP export needs to know before it is written: the stored snapshots of its traces
+   * (of any agent; times with their microseconds) and the owners of those of its event ids that
+   * are stored.
+   */
+  async otlpState(
+    traceIds: readonly string[],
+    eventIds: readonly string[],
+  ): Promise<{ traces: Map<string, Trace>; events: Map<string, StoredEventOwner> }> {
+    // one statement, one round trip: the snapshots (times with their microseconds) and the owners
+    const [row] = await this.sql.query<{
+      traces: (TraceRow & { startedAtText: string; endedAtText: string | null })[] | null;
+      events: StoredEventOwner[] | null;
+    }>(
+      `SELECT
+         (SELECT json_agg(x) FROM (
+            SELECT ${TRACE_COLUMNS},
+              to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "startedAtText",
+              to_char(t.ended_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "endedAtText"
+            FROM traces t WHERE t.id = ANY($1::text[])) x) AS traces,
+         (SELECT json_agg(e) FROM (
+            SELECT id, trace_id AS "traceId", agent_id AS "agentId" FROM events
+            WHERE id = ANY($2::text[])) e) AS events`,
+      [[...new Set(traceIds)], eventIds],
+    );
+    const traces = new Map<string, Trace>();
+    for (const { startedAtText, endedAtText, ...trace } of row?.traces ?? [])
+      // (TRACE_COLUMNS casts the numerics to text: json_agg keeps them exact decimal strings)
+      traces.set(trace.id, { ...trace, startedAt: startedAtText, endedAt: endedAtText } as Trace);
+    const events = new Map<string, StoredEventOwner>();
+    for (const owner of row?.events ?? []) events.set(owner.id, owner);
+    return { traces, events };
   }
 
   /**

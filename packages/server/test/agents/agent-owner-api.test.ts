@@ -186,6 +186,45 @@ describeEngines('owner API: onboarding and managing an agent [%s]', (engine) => 
     );
   });
 
+  it('refuses user ids that would look like another user, or like none, and grants nothing', async () => {
+    const agent = await onboarded();
+    const base = `/v1/agents/${agent.agentId}/members`;
+    const lookAlikes = [
+      'mallory ',
+      ' mallory',
+      ' ',
+      '\u200Bmallory',
+      'mal\u202Eyrol',
+      'mallory\u2066',
+      'mal\u0007lory',
+      '\uFEFFmallory',
+      'm\u00ADallory'.replace('\u00AD', '\u200D'),
+    ];
+    for (const userId of lookAlikes) {
+      const res = await call(creator, 'PUT', `${base}/${encodeURIComponent(userId)}`, {
+        role: 'editor',
+      });
+      expect(isProblem(res, 400), `${JSON.stringify(userId)}: ${res.text}`).toBe(true);
+    }
+    const members = await call(creator, 'GET', base);
+    expect(members.body.members.map((m: { userId: string }) => m.userId).sort()).toEqual(
+      [creator, agent.editor, agent.viewer].sort(),
+    );
+    // what an identity provider really issues passes: e-mail, UUID, an URL-like issuer subject
+    for (const userId of [
+      'ana@example.com',
+      '4f1c7d9e-2b1a-4c8e-9f00-1a2b3c4d5e6f',
+      'auth0|6543 21',
+      'Zoë Ñandú 李',
+    ]) {
+      const res = await call(creator, 'PUT', `${base}/${encodeURIComponent(userId)}`, {
+        role: 'viewer',
+      });
+      expect(res.status, `${userId}: ${res.text}`).toBe(200);
+      expect(res.body.userId).toBe(userId);
+    }
+  });
+
   it('lets the owner rename the agent, everywhere it is shown; null or a blank name clears it', async () => {
     const agent = await onboarded();
     const a = `/v1/agents/${agent.agentId}`;

@@ -18,7 +18,10 @@ md.linkify.set({ fuzzyLink: true, fuzzyEmail: true });
 const OWN_HEADINGS = new Set([
   'Asked',
   'Produced',
-  'First failure',
+  'Failure chain',
+  'Retries',
+  'Loops',
+  'Dominant steps',
   'Tool calls',
   'Slowest steps',
   'Spend',
@@ -116,8 +119,26 @@ const agentString = fc.oneof(
   fc.array(fc.constantFrom(...HOSTILE_PIECES), { maxLength: 12 }).map((a) => a.join('')),
 );
 
+/**
+ * A run that went well, whose verdict line names a step (the one that took most of the time),
+ * so that agent text (the step's name) is in the verdict heading itself.
+ */
+function dominantSuccess(): Run {
+  const run = erroredSwap();
+  return {
+    trace: { ...run.trace, status: 'completed', errorMessage: null },
+    events: run.events.map((e, n) => ({
+      ...e,
+      status: 'ok',
+      errorMessage: null,
+      durationMs: n === 3 ? 8_000 : e.durationMs,
+      payload: { ...e.payload, confirmation: 'finalized' },
+    })),
+  };
+}
+
 /** Replaces every string the agent controls in `run` with the next of `texts`. */
-function withAgentText(run: Run, texts: string[]): Run {
+function withAgentText(run: Run, texts: string[], fail = true): Run {
   let i = 0;
   const next = () => texts[i++ % texts.length] ?? '';
   const rewrite = (value: unknown, key = ''): unknown => {
@@ -138,8 +159,8 @@ function withAgentText(run: Run, texts: string[]): Run {
     },
     events: run.events.map((e, n) => ({
       ...e,
-      status: n % 2 === 0 ? 'error' : e.status,
-      errorMessage: next(),
+      status: fail && n % 2 === 0 ? 'error' : e.status,
+      errorMessage: fail ? next() : null,
       payload: rewrite(e.payload) as typeof e.payload,
     })),
   };
@@ -172,6 +193,33 @@ describe('agent text in the autopsy', () => {
         (fixture, texts) => expectOnlyOwnStructure(autopsyOf(withAgentText(fixture(), texts))),
       ),
       { numRuns: 300 },
+    );
+  });
+
+  it('a run that went well names its dominant step in the verdict: any name stays text there', () => {
+    const plain = autopsyOf(dominantSuccess());
+    expect(plain).toMatch(/^## Verdict: succeeded; #3 `llm_call gpt-4o` took \d+ % of the time/);
+    fc.assert(
+      fc.property(fc.array(agentString, { minLength: 1, maxLength: 40 }), (texts) => {
+        const autopsy = autopsyOf(withAgentText(dominantSuccess(), texts, false));
+        expectOnlyOwnStructure(autopsy);
+        expect(autopsy.split('\n')[0]).toMatch(/^## Verdict: succeeded; #3 /);
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it("a model's prose between the computed sections has no heading, HTML, link or image of its own", () => {
+    fc.assert(
+      fc.property(agentString, agentString, (a, b) => {
+        const found = inspect(
+          agentMarkdown(`## Verdict: succeeded\n${a}\n${b}\n===\n`, 'prose', 32_768),
+        );
+        expect(found.html).toEqual([]);
+        expect(found.links).toEqual([]);
+        expect(found.headings).toEqual([]);
+      }),
+      { numRuns: 500 },
     );
   });
 

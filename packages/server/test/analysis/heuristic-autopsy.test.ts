@@ -57,15 +57,23 @@ describeEngines('heuristic autopsy of realistic runs [%s]', (engine) => {
     expect(autopsy).toContain(
       '**Error:** Swap failed: Transaction simulation failed: slippage tolerance exceeded',
     );
-    // the likely cause is the failed chain transaction, with its confirmation and error
+    // the likely cause, on top: the failed chain transaction, its confirmation, error, signature
     expect(autopsy).toContain(
-      '**Likely cause:** chain transaction #5 `route` failed (confirmation: failed): ' +
-        'Transaction simulation failed: slippage tolerance exceeded (0x1771)',
+      '**Likely cause:** #5 `chain_tx route` failed (confirmation: failed): ' +
+        'Transaction simulation failed: slippage tolerance exceeded (0x1771); ' +
+        'signature `5VfYmGBjvQKe…RoBz`.',
     );
-    // the first failure and its parents through parentEventId, nearest first
-    expect(autopsy).toContain('#5 `chain_tx route` (failed, 2.4 s)');
+    // the failure and the parents that led there through parentEventId (ended before it
+    // started: they led there, they did not handle it), nearest first
+    expect(autopsy).toContain(
+      '### Failure chain\n\n#5 `chain_tx route` (failed, 2.4 s): Transaction simulation failed',
+    );
     expect(autopsy).toContain(
       'Led there by its parent steps: #1 `tool_call jupiter.quote` ← #0 `llm_call gpt-4o-mini`.',
+    );
+    // one model call was almost all of the model cost
+    expect(autopsy).toContain(
+      '### Dominant steps\n\n#3 `llm_call gpt-4o` was 96 % of the model cost ($0.00329 of $0.00341).',
     );
     // slowest step first
     expect(autopsy).toMatch(
@@ -93,25 +101,26 @@ describeEngines('heuristic autopsy of realistic runs [%s]', (engine) => {
     expect(autopsy).not.toContain('Encrypted payloads');
   });
 
-  it('a tool loop: the repeated call with its input, the streak, the failing tool and the guardrail', async () => {
+  it('a tool loop: the repeated call with its input, the retry that recovered, the guardrail', async () => {
     const autopsy = await autopsyOf(toolLoop());
     expect(autopsy).toMatch(/^## Verdict: failed, 2 failed steps/);
     expect(autopsy).toContain(
-      '**Likely cause:** stuck in a loop: `dex.getPrice` was called 6 times with the same input ' +
-        '`{"pair":"USDC/BONK"}`, 6 times in a row.',
+      '**Likely cause:** stuck in a loop: `dex.getPrice` was called 6 times in a row with the ' +
+        'same input `{"pair":"USDC/BONK"}` and the same answer, from #1 to #11.',
     );
     expect(autopsy).toContain(
-      '**Loop:** `dex.getPrice` was called 6 times with the same input `{"pair":"USDC/BONK"}`, ' +
-        '6 times in a row (steps #1, #3, #5, #7, #9, #11).',
+      '### Loops\n\n- `dex.getPrice` called 6 times in a row with the same input ' +
+        '`{"pair":"USDC/BONK"}` and the same answer (steps #1, #3, #5, #7, #9, #11).',
     );
+    // price.fallback failed twice and then worked: a retry that recovered, not a loop or a cause
+    expect(autopsy).toContain(
+      '### Retries\n\n- `tool_call price.fallback` needed 3 attempts (#13, #14, #15): ' +
+        '2 failures (429 Too Many Requests) before the one that worked, 2.0 s, with a changed input.',
+    );
+    expect(autopsy).not.toMatch(/Loops[^#]*price\.fallback/);
     // a failing tool: calls, failures and the first error
     expect(autopsy).toContain('| `price.fallback` | 3 | 2 | 429 Too Many Requests |');
     expect(autopsy).toContain('| `dex.getPrice` | 6 | 0 | — |');
-    // price.fallback's inputs differ, and three calls in a row are below the streak threshold
-    expect(autopsy).not.toContain('**Loop:** `price.fallback`');
-    expect(autopsy).toContain(
-      '#13 `tool_call price.fallback` (failed, 300 ms): 429 Too Many Requests',
-    );
     expect(autopsy).toContain('Custom events: `guardrail`.');
     expect(autopsy).toContain('**Tokens:** 780 over 7 model calls');
   });
@@ -130,7 +139,8 @@ describeEngines('heuristic autopsy of realistic runs [%s]', (engine) => {
     expect(autopsy).toContain('**Model cost:** $0.0009');
     expect(autopsy).toContain('**Lamports:** 5,000,000,000 (5 SOL)');
     // nothing it could only have read from the payloads
-    expect(autopsy).not.toContain('**Loop:**');
+    expect(autopsy).not.toContain('### Loops');
+    expect(autopsy).not.toContain('### Retries');
     expect(autopsy).not.toContain(SWAP_SIGNATURE);
     for (const secret of SECRETS) expect(autopsy).not.toContain(secret);
   });
@@ -145,7 +155,8 @@ describeEngines('heuristic autopsy of realistic runs [%s]', (engine) => {
     // facts that only the payloads hold: the loop (found by comparing decrypted inputs), the
     // model and its cost, the failed transfer with its confirmation and signature
     expect(autopsy).toContain(
-      '**Loop:** `vault.lookup` was called 3 times with the same input (steps #1, #2, #3).',
+      '- `vault.lookup` called 3 times in a row with the same input and the same answer ' +
+        '(steps #1, #2, #3).',
     );
     expect(autopsy).toContain('largest: #0 `llm_call gpt-4o` $0.0009');
     expect(autopsy).toContain(

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
 import { HeuristicAnalyzer } from '../../src/analysis/heuristic-analyzer.js';
 import { fitJson } from '../../src/analysis/fit-json.js';
-import { LlmAnalyzer, SYSTEM_PROMPT } from '../../src/analysis/llm-analyzer.js';
+import { LlmAnalyzer, SYSTEM_PROMPT, WITHHELD_NOTE } from '../../src/analysis/llm-analyzer.js';
 import type { StoredRun } from '../../src/store/analysis-store.js';
 import { getAnalysis, startTestWorker } from '../harness/analysis.js';
 import { startChatStandIn, type ChatStandIn } from '../harness/chat-stand-in.js';
@@ -27,6 +27,11 @@ const MODEL = 'stand-in-model';
 const API_KEY = 'sk-test-0123456789';
 const BUDGET = 24 * 1024;
 const FACTS_PREFIX = 'Facts of the run (JSON):\n\n';
+/**
+ * A request: the facts (within the budget) as a JSON string inside the body, so with their
+ * quotes escaped (a quarter more at most for facts like these), and the system prompt.
+ */
+const REQUEST_BOUND = Math.ceil(BUDGET * 1.25) + SYSTEM_PROMPT.length + 1_024;
 
 const stored = (run: Run): StoredRun => ({ ...run, omittedEvents: 0 });
 
@@ -52,31 +57,32 @@ const signal = () => new AbortController().signal;
 /** The facts the last request carried, parsed. */
 function sentFacts(standIn: ChatStandIn): any {
   const user = standIn.requests.at(-1)!.body.messages[1].content as string;
-  expect(user.startsWith(FACTS_PREFIX)).toBe(true);
-  return JSON.parse(user.slice(FACTS_PREFIX.length));
+  const facts = user.startsWith(WITHHELD_NOTE) ? user.slice(WITHHELD_NOTE.length + 2) : user;
+  expect(facts.startsWith(FACTS_PREFIX)).toBe(true);
+  return JSON.parse(facts.slice(FACTS_PREFIX.length));
 }
+
+const PROSE = 'The route transaction #5 failed simulation: the price moved past 0.5 %.';
 
 describe('LLM analyzer against a chat-completions stand-in', () => {
   let standIn: ChatStandIn;
   beforeAll(async () => {
-    standIn = await startChatStandIn({
-      kind: 'answer',
-      content: '## Verdict: failed\nfrom the model',
-    });
+    standIn = await startChatStandIn({ kind: 'answer', content: PROSE });
   });
-  afterEach(() =>
-    standIn.behave({ kind: 'answer', content: '## Verdict: failed\nfrom the model' }),
-  );
+  afterEach(() => standIn.behave({ kind: 'answer', content: PROSE }));
   afterAll(() => standIn.close());
 
-  it('posts model, bearer key and the run facts to {base}/chat/completions, and stores the answer', async () => {
+  it('posts model, bearer key and the run facts to {base}/chat/completions; its prose goes between the computed top and evidence', async () => {
     const run = erroredSwap();
     const result = await analyzer(standIn).analyze(stored(run), signal());
-    expect(result).toEqual({
-      autopsy: '## Verdict: failed\nfrom the model',
-      analyzer: `llm:${MODEL}`,
-      fallbackReason: null,
-    });
+    expect(result).toMatchObject({ analyzer: `llm:${MODEL}`, fallbackReason: null });
+    // the verdict and likely cause on top are the computed ones, the evidence below too
+    const heuristic = new HeuristicAnalyzer().analyzeNow(stored(run)).autopsy;
+    const [top, evidence] = heuristic.split('\nThe run **errored**');
+    expect(result.autopsy.startsWith(top!)).toBe(true);
+    expect(result.autopsy).toContain(
+      `### Analysis (by \`${MODEL}\`, from the facts below)\n\n${PROSE}\n\nThe run **errored**${evidence}`,
+    );
     const request = standIn.requests.at(-1)!;
     expect(request).toMatchObject({
       method: 'POST',
@@ -87,18 +93,31 @@ describe('LLM analyzer against a chat-completions stand-in', () => {
     expect(request.body.model).toBe(MODEL);
     expect(request.body.messages.map((m: { role: string }) => m.role)).toEqual(['system', 'user']);
     expect(request.body.messages[0].content).toBe(SYSTEM_PROMPT);
-    // the facts: what was asked and produced, the failure and its parents, spend, transactions
+    // the facts: the computed diagnosis first, what was asked and produced, spend, transactions
     const facts = sentFacts(standIn);
+    expect(Object.keys(facts).slice(0, 3)).toEqual(['traceId', 'status', 'diagnosis']);
     expect(facts).toMatchObject({
       traceId: run.trace.id,
       status: 'errored',
+      diagnosis: {
+        outcome: 'failed',
+        failedSteps: 1,
+        causes: [
+          {
+            kind: 'failure',
+            chain: {
+              root: { sequence: 5, label: 'chain_tx route', status: 'error' },
+              ledBy: [{ label: 'tool_call jupiter.quote' }, { label: 'llm_call gpt-4o-mini' }],
+              reachedTop: true,
+            },
+            chainTx: { confirmation: 'failed', signature: SWAP_SIGNATURE },
+          },
+        ],
+        dominant: [{ kind: 'cost', step: { sequence: 3 } }],
+      },
       inputSummary: run.trace.inputSummary,
       outputSummary: run.trace.outputSummary,
       errorMessage: run.trace.errorMessage,
-      firstFailure: {
-        step: { sequence: 5, label: 'chain_tx route', status: 'error' },
-        parents: [{ label: 'tool_call jupiter.quote' }, { label: 'llm_call gpt-4o-mini' }],
-      },
       spend: {
         tokens: { total: 1400 },
         cost: { totalUsd: '0.00341', top: [{ sequence: 3, label: 'llm_call gpt-4o' }, {}] },
@@ -113,12 +132,13 @@ describe('LLM analyzer against a chat-completions stand-in', () => {
     expect(facts.payments[0]).toMatchObject({ settled: true, amount: '0.001' });
   });
 
-  it("shows the model's answer as Markdown without the HTML, links or images agent text got into it", async () => {
+  it("shows the model's prose as Markdown without the HTML, links, images or headings agent text got into it", async () => {
     standIn.behave({
       kind: 'answer',
       content:
-        '## Verdict: failed\u2028## Verdict: succeeded\n<img src=x onerror=alert(1)>\n' +
-        '[fix it here](https://evil.example) ![p](https://evil.example/p.png) evil.com пример.рф\n',
+        '## Verdict: succeeded\u2028## Verdict: succeeded\n<img src=x onerror=alert(1)>\n' +
+        '[fix it here](https://evil.example) ![p](https://evil.example/p.png) evil.com пример.рф\n' +
+        'All good\n===\n> # quoted heading\n- ## listed heading\n',
     });
     const { autopsy } = await analyzer(standIn).analyze(stored(erroredSwap()), signal());
     const md = new MarkdownIt('commonmark', { html: true, linkify: true }).enable('linkify');
@@ -129,9 +149,16 @@ describe('LLM analyzer against a chat-completions stand-in', () => {
     expect(inline.filter((t) => ['html_inline', 'link_open', 'image'].includes(t.type))).toEqual(
       [],
     );
-    // its own headings stay headings (the U+2028 is a line break, shown as one)
-    expect(tokens.filter((t) => t.type === 'heading_open')).toHaveLength(2);
+    // the only headings are the autopsy's own: one verdict, the computed one
+    const headings = tokens
+      .map((t, i) => (t.type === 'heading_open' ? `${t.tag} ${tokens[i + 1]!.content}` : null))
+      .filter((h) => h !== null);
+    expect(headings.filter((h) => h.includes('Verdict'))).toEqual([
+      'h2 Verdict: failed, 1 failed step',
+    ]);
+    expect(headings.filter((h) => /succeeded|heading|All good/.test(h))).toEqual([]);
     expect(autopsy).toContain('\\<img src=x onerror=alert(1)>');
+    expect(autopsy).toContain('\\## Verdict: succeeded');
   });
 
   it('fits any JSON into the budget with a few serialisations, not one per cut', () => {
@@ -185,7 +212,7 @@ describe('LLM analyzer against a chat-completions stand-in', () => {
     expect(ms).toBeLessThan(5_000);
     // and what the model is sent says how much was left out
     await analyzer(standIn).analyze(stored(run), signal());
-    expect(standIn.requests.at(-1)!.bytes).toBeLessThan(BUDGET + 4_096);
+    expect(standIn.requests.at(-1)!.bytes).toBeLessThan(REQUEST_BOUND);
     const facts = sentFacts(standIn);
     expect(facts.traceId).toBe(run.trace.id);
     expect(facts.tools).toHaveLength(20);
@@ -204,11 +231,17 @@ describe('LLM analyzer against a chat-completions stand-in', () => {
     const request = standIn.requests.at(-1)!;
     const user = request.body.messages[1].content as string;
     expect(Buffer.byteLength(user) - FACTS_PREFIX.length).toBeLessThanOrEqual(BUDGET);
-    expect(request.bytes).toBeLessThan(BUDGET + 4_096);
+    expect(request.bytes).toBeLessThan(REQUEST_BOUND);
     const facts = sentFacts(standIn);
     // the small facts survive whole, the large ones are cut and say so
     expect(facts.traceId).toBe(run.trace.id);
-    expect(facts.loops[0]).toMatchObject({ tool: 'dex.getPrice', sameInputCalls: 6 });
+    // every step failed here: the six identical price calls are a retry that gave up
+    expect(facts.diagnosis).toMatchObject({ outcome: 'failed', failedSteps: 17 });
+    expect(facts.retries[0]).toMatchObject({
+      label: 'tool_call dex.getPrice',
+      attempts: 6,
+      recovered: false,
+    });
     expect(facts.spend.cost.totalUsd).toBe('0.000234');
     expect(facts.inputSummary).toMatch(/^i+…\[\d+ characters cut\]$/);
     expect(facts.errorMessage).toMatch(/…\[\d+ characters cut\]$/);
@@ -268,6 +301,12 @@ describe('LLM analyzer against a chat-completions stand-in', () => {
     expect(result.analyzer).toBe(`llm:${MODEL}`);
     let facts = sentFacts(standIn);
     expect(facts.encryption).toMatchObject({ encrypted: 5, decrypted: 0, unreadable: 5 });
+    // the model is told that the sections around its text read more than it was sent
+    const user = () => standIn.requests.at(-1)!.body.messages[1].content as string;
+    expect(user().startsWith(`${WITHHELD_NOTE}\n\n`)).toBe(true);
+    // and they do: the computed sections name what only the decrypted payloads say
+    expect(result.autopsy).toContain('#4 `chain_tx transfer` failed (confirmation: failed)');
+    for (const secret of SECRETS) expect(result.autopsy).not.toContain(secret);
     expect(facts.loops).toEqual([]);
     let sent = JSON.stringify(standIn.requests.at(-1)!.body);
     expect(sent).not.toContain(SWAP_SIGNATURE);
@@ -275,8 +314,9 @@ describe('LLM analyzer against a chat-completions stand-in', () => {
 
     await analyzer(standIn, { masterKey: key, sendDecrypted: true }).analyze(run, signal());
     facts = sentFacts(standIn);
+    expect(user().startsWith(FACTS_PREFIX)).toBe(true);
     expect(facts.encryption).toMatchObject({ encrypted: 5, decrypted: 5, unreadable: 0 });
-    expect(facts.loops[0]).toMatchObject({ tool: 'vault.lookup', sameInputCalls: 3, input: null });
+    expect(facts.loops[0]).toMatchObject({ operations: ['vault.lookup'], calls: 3, input: null });
     sent = JSON.stringify(standIn.requests.at(-1)!.body);
     expect(sent).toContain(SWAP_SIGNATURE);
     for (const secret of SECRETS) expect(sent).not.toContain(secret);
@@ -293,7 +333,7 @@ describeEngines('LLM analyzer through the worker and the analysis endpoint [%s]'
     server = await startTestServer(engine);
     agent = await server.createAgent();
     token = await server.userToken('lee', agent.agentId);
-    standIn = await startChatStandIn({ kind: 'answer', content: '## Verdict: failed\nmodel says' });
+    standIn = await startChatStandIn({ kind: 'answer', content: 'model says' });
     worker = startTestWorker(server.store, { analyzer: analyzer(standIn, { timeoutMs: 500 }) });
   });
   afterAll(async () => {
@@ -312,10 +352,11 @@ describeEngines('LLM analyzer through the worker and the analysis endpoint [%s]'
 
   it('serves the model-written autopsy, naming the analyzer', async () => {
     const body = await analysed(erroredSwap());
-    expect(body).toMatchObject({
-      analyzer: `llm:${MODEL}`,
-      autopsy: '## Verdict: failed\nmodel says',
-    });
+    expect(body.analyzer).toBe(`llm:${MODEL}`);
+    expect(body.autopsy).toMatch(/^## Verdict: failed, 1 failed step\n\n\*\*Likely cause:\*\* #5 /);
+    expect(body.autopsy).toContain(
+      `### Analysis (by \`${MODEL}\`, from the facts below)\n\nmodel says\n`,
+    );
     expect(body.fallbackReason).toBeUndefined();
   });
 

@@ -87,7 +87,7 @@ describeWithPostgres('flightlog worker processes [postgres]', () => {
       worker_id: doomed.workerId,
     });
 
-    const answering = await standIn({ kind: 'answer', content: `## Verdict: failed\n${traceId}` });
+    const answering = await standIn({ kind: 'answer', content: `model prose for ${traceId}` });
     const rescuer = await worker(env(answering));
     const row = await waitFor(async () => {
       const [job] = await jobsOf(t.store, traceId);
@@ -100,7 +100,8 @@ describeWithPostgres('flightlog worker processes [postgres]', () => {
       attempts: 2,
       worker_id: rescuer.workerId,
       analyzer: `llm:${MODEL}`,
-      autopsy: `## Verdict: failed\n${traceId}`,
+      // the model's prose between the computed verdict and evidence
+      autopsy: expect.stringContaining(`, from the facts below)\n\nmodel prose for ${traceId}\n`),
       fallback_reason: null,
     });
     expect(row.last_error).toMatch(/^lease expired/);
@@ -122,7 +123,7 @@ describeWithPostgres('flightlog worker processes [postgres]', () => {
     expect(await graceful.exited).toBe(0);
     expect((await jobsOf(t.store, traceId))[0]).toMatchObject({
       state: 'done',
-      autopsy: 'slow but fine',
+      autopsy: expect.stringContaining('\n\nslow but fine\n'),
       worker_id: graceful.workerId,
     });
     // it claimed nothing after the signal

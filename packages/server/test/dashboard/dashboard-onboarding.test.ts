@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/auth/dev-token.js';
@@ -12,6 +13,7 @@ import {
   type DashboardBrowser,
 } from '../harness/browser.js';
 import { isProblem, postBatch, send } from '../harness/http.js';
+import { exportSpans, recordingTracer } from '../harness/otel.js';
 import { startTestServer, type TestServer } from '../harness/test-server.js';
 
 /*
@@ -140,6 +142,43 @@ describeWithBrowser('onboarding an agent in the dashboard', () => {
     await firstRun.waitFor();
     expect(await firstRun.getAttribute('href')).toBe(`/runs/${traceId}`);
     await shot(page, '4b-verified-example-agent');
+  });
+
+  it('verifies an agent that exports OpenTelemetry with the two variables the page shows', async () => {
+    const page = await signedIn(CREATOR, '/agents/new');
+    await page.getByLabel('Name').fill('OpenTelemetry agent');
+    await page.getByRole('button', { name: 'Create agent' }).click();
+    await page.getByText('Waiting for the first flush…').waitFor();
+    const variables =
+      (await page.getByLabel('OpenTelemetry variables', { exact: true }).textContent()) ?? '';
+    const env: Record<string, string> = {};
+    for (const [, name, value] of variables.matchAll(/^(OTEL_[A-Z_]+)=(.+)$/gm))
+      env[name!] = value!.replace(/^"(.*)"$/, '$1'); // as a shell reads the quoted value
+    expect(Object.keys(env).sort()).toEqual([
+      'OTEL_EXPORTER_OTLP_ENDPOINT',
+      'OTEL_EXPORTER_OTLP_HEADERS',
+    ]);
+    expect(env.OTEL_EXPORTER_OTLP_ENDPOINT).toBe(`${server.url}/v1/otlp`);
+    // the real exporter, configured by nothing but those variables
+    const saved = { ...process.env };
+    Object.assign(process.env, env);
+    try {
+      const exporter = new OTLPTraceExporter();
+      const recorder = recordingTracer('onboarded-by-otel');
+      const root = recorder.tracer.startSpan('agent.run', {
+        attributes: { 'flightlog.input_summary': 'Summarise the inbox' },
+      });
+      root.end();
+      expect(await exportSpans(exporter, recorder.finished())).toMatchObject({ ok: true });
+      await exporter.shutdown();
+      await page.getByText('Verified ✓').waitFor({ timeout: 3_000 });
+      const firstRun = page.locator('.first-run a');
+      await firstRun.waitFor();
+      expect(await firstRun.getAttribute('href')).toBe(`/runs/${root.spanContext().traceId}`);
+      await shot(page, '4c-verified-opentelemetry');
+    } finally {
+      process.env = saved;
+    }
   });
 
   it('lets the owner issue and revoke keys (the revoked one refused) and manage members, never the last owner', async () => {

@@ -110,9 +110,46 @@ describe('parseJson', () => {
     ['invalid UTF-8', Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d])],
     ['a syntax error', Buffer.from('{"a":')],
     ['NaN', Buffer.from('{"a":NaN}')],
-    ['a __proto__ key', Buffer.from('{"__proto__":{"x":1}}')],
-    ['a constructor.prototype key', Buffer.from('{"constructor":{"prototype":{"x":1}}}')],
+    ['a syntax error after a __proto__ key', Buffer.from('{"__proto__":{"x":1},')],
   ])('refuses %s as malformed', (_name, bytes) => {
     expect(() => parseJson(bytes)).toThrow(expect.objectContaining({ code: 'malformed-json' }));
+  });
+
+  it('refuses __proto__ and constructor.prototype keys outside data paths, naming each by its pointer', () => {
+    const text =
+      '\ufeff{"a":[{"__proto__":{"x":1}}],"b":{"constructor":{"prototype":{}}},"c/~":{"__proto__":null},' +
+      '"items":[{"events":[{"payload":{"__proto__":{"kept":true},"constructor":{"prototype":1}}}]}]}';
+    const refused = (paths: string[][]) => {
+      try {
+        parseJson(Buffer.from(text), paths);
+      } catch (error) {
+        return error as { code: string; fieldErrors: { pointer: string }[] };
+      }
+      throw new Error('not refused');
+    };
+    const error = refused([['items', '*', 'events', '*', 'payload']]);
+    expect(error.code).toBe('validation-failed');
+    expect(error.fieldErrors.map((e) => e.pointer)).toEqual([
+      '/a/0/__proto__',
+      '/b/constructor/prototype',
+      '/c~1~0/__proto__',
+    ]);
+    // without the data path, the payload's keys are refused too
+    expect(refused([]).fieldErrors.map((e) => e.pointer)).toContain(
+      '/items/0/events/0/payload/__proto__',
+    );
+    expect(({} as Record<string, unknown>).x).toBeUndefined();
+  });
+
+  it('keeps them as data inside data paths: own keys, no prototype set anywhere', () => {
+    const value = parseJson(
+      Buffer.from('{"items":[{"events":[{"payload":{"__proto__":{"x":1},"n":{"__proto__":2}}}]}]}'),
+      [['items', '*', 'events', '*', 'payload']],
+    ) as { items: { events: { payload: object }[] }[] };
+    const payload = value.items[0]!.events[0]!.payload;
+    expect(Object.keys(payload)).toEqual(['__proto__', 'n']);
+    expect(Object.getPrototypeOf(payload)).toBe(Object.prototype);
+    expect(JSON.stringify(payload)).toBe('{"__proto__":{"x":1},"n":{"__proto__":2}}');
+    expect(({} as Record<string, unknown>).x).toBeUndefined();
   });
 });

@@ -278,19 +278,20 @@ describeEngines('POST /v1/traces/batch, refused [%s]', (engine) => {
       await refused('', 400);
     });
 
-    it('refuses __proto__ keys and leaves every prototype untouched', async () => {
+    it('refuses __proto__ and constructor.prototype keys outside payloads, naming the event, and leaves every prototype untouched', async () => {
       const text = JSON.stringify(runBatch().body).replace(
-        '"payload":{',
-        '"payload":{"__proto__":{"polluted":true},',
+        '"payloadEncrypted":',
+        '"__proto__":{"polluted":true},"payloadEncrypted":',
       );
       const res = await refused(text, 400);
-      expect(res.body.type).toBe('urn:flightlog:problem:malformed-json');
+      expect(res.body.type).toBe('urn:flightlog:problem:validation-failed');
+      expect(pointers(res)).toEqual(['/items/0/events/0/__proto__']);
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
       const ctor = JSON.stringify(runBatch().body).replace(
-        '"payload":{',
-        '"payload":{"constructor":{"prototype":{"polluted":true}},',
+        '"inputSummary":',
+        '"constructor":{"prototype":{"polluted":true}},"inputSummary":',
       );
-      await refused(ctor, 400);
+      expect(pointers(await refused(ctor, 400))).toEqual(['/items/0/trace/constructor/prototype']);
       expect(({} as Record<string, unknown>).polluted).toBeUndefined();
     });
   });

@@ -152,7 +152,8 @@ const mutations: fc.Arbitrary<Mutation> = fc.oneof(
   fc.constantFrom('"__proto__":{"admin":true},', '"constructor":{"prototype":{"admin":true}},').map(
     (key): Mutation =>
       (b) =>
-        JSON.stringify(b).replace('"payload":{', `"payload":{${key}`),
+        // in an event's envelope: inside its payload such keys are the agent's data, stored as sent
+        JSON.stringify(b).replace('"payloadEncrypted":', `${key}"payloadEncrypted":`),
   ),
   fc.nat({ max: 200 }).map(
     (cut): Mutation =>

@@ -38,6 +38,7 @@ function scriptedBus() {
       };
     },
     forget: async () => {},
+    forgetTraces: async () => {},
     backlog: () => ({ batches: 0, bytes: 0 }),
     ready: async () => true,
     close: async () => {},

@@ -1,0 +1,33 @@
+/**
+ * Instants the service can store: 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z (its
+ * date-time format, what PostgreSQL's timestamptz holds with a four-digit year).
+ */
+export const MIN_MS = -62_135_596_800_000;
+export const MAX_MS = 253_402_300_799_999;
+
+/** The range in words, for warnings. */
+export const INSTANT_RANGE = 'years 0001 to 9999: the service stores 0001-01-01 to 9999-12-31 UTC';
+
+/** True for an instant the service can store (NaN is not one). */
+export function inRange(ms: number): boolean {
+  return ms >= MIN_MS && ms <= MAX_MS;
+}
+
+const getTime = Date.prototype.getTime;
+
+/**
+ * The time of a Date as the service can store it, else undefined. Never throws: the intrinsic
+ * `getTime` reads the date itself, so a subclass overriding `getTime`, a Date of another realm and
+ * Proxy traps change nothing (a Proxy has no date inside, so it is not one; nor is any other
+ * object).
+ */
+export function dateMs(value: unknown): number | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  let ms: number;
+  try {
+    ms = getTime.call(value);
+  } catch {
+    return undefined; // not a Date
+  }
+  return inRange(ms) ? ms : undefined;
+}

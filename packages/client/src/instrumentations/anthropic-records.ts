@@ -1,0 +1,177 @@
+import {
+  contentText,
+  count,
+  field,
+  text,
+  type LlmCallRecord,
+  type LlmToolCall,
+  type LlmUsage,
+  type RecordedMessage,
+} from './llm-payload.js';
+import type { StreamReader } from './sdk-call.js';
+
+/*
+ * Anthropic's Messages API shapes turned into the fields of an `llm_call`, read structurally
+ * (nothing here imports the SDK; an unexpected shape gives empty fields, never a throw).
+ */
+
+/** The text of Anthropic content: a string, or blocks (text, tool use, tool results). */
+function blocksText(content: unknown): string {
+  if (!Array.isArray(content)) return contentText(content);
+  return content
+    .map((block) => {
+      const type = field(block, 'type');
+      if (type === 'tool_result') return blocksText(field(block, 'content'));
+      if (type === 'tool_use') return '';
+      if (type === 'thinking' || type === 'redacted_thinking') return '';
+      return contentText(block);
+    })
+    .join('');
+}
+
+function toolUses(content: unknown): LlmToolCall[] {
+  if (!Array.isArray(content)) return [];
+  const calls: LlmToolCall[] = [];
+  for (const block of content)
+    if (field(block, 'type') === 'tool_use') {
+      let args: string;
+      try {
+        args = JSON.stringify(field(block, 'input') ?? {});
+      } catch {
+        args = '';
+      }
+      calls.push({
+        id: text(field(block, 'id')),
+        name: text(field(block, 'name'), 'tool'),
+        arguments: args,
+      });
+    }
+  return calls;
+}
+
+function message(entry: unknown): RecordedMessage {
+  const content = field(entry, 'content');
+  const out: RecordedMessage = {
+    role: text(field(entry, 'role'), 'unknown'),
+    content: blocksText(content),
+  };
+  const calls = toolUses(content);
+  if (calls.length > 0) out.toolCalls = calls;
+  return out;
+}
+
+export function anthropicRequestRecord(body: unknown): LlmCallRecord {
+  const messages: RecordedMessage[] = [];
+  const system = field(body, 'system');
+  if (system !== undefined && system !== null)
+    messages.push({ role: 'system', content: blocksText(system) });
+  const entries = field(body, 'messages');
+  if (Array.isArray(entries)) for (const entry of entries) messages.push(message(entry));
+  return {
+    provider: 'anthropic',
+    model: text(field(body, 'model'), 'unknown'),
+    operation: 'messages',
+    messages,
+    content: '',
+    finishReason: '',
+    toolCalls: [],
+    usage: undefined,
+    streamed: field(body, 'stream') === true,
+    request: body,
+  };
+}
+
+/** Anthropic counts cache reads and writes apart from `input_tokens`; `inputTokens` is all three. */
+function anthropicUsage(usage: unknown, outputOverride?: number): LlmUsage | undefined {
+  if (typeof usage !== 'object' || usage === null) return undefined;
+  const plain = count(field(usage, 'input_tokens'));
+  const read = count(field(usage, 'cache_read_input_tokens'));
+  const written = count(field(usage, 'cache_creation_input_tokens'));
+  const output = outputOverride ?? count(field(usage, 'output_tokens'));
+  const input = plain + read + written;
+  const out: LlmUsage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
+  if (read > 0) out.cachedInputTokens = read;
+  if (written > 0) out.cacheWriteInputTokens = written;
+  return out;
+}
+
+export function applyAnthropicMessage(record: LlmCallRecord, response: unknown): void {
+  const model = field(response, 'model');
+  if (typeof model === 'string' && model !== '') record.model = model;
+  const content = field(response, 'content');
+  record.content = blocksText(content);
+  record.toolCalls = toolUses(content);
+  record.finishReason = text(field(response, 'stop_reason'), 'unknown');
+  record.usage = anthropicUsage(field(response, 'usage'));
+  record.extra = { responseId: text(field(response, 'id')) };
+}
+
+/** Builds the record of a streamed call from its events (`message_start` … `message_stop`). */
+export class AnthropicStreamAccumulator implements StreamReader {
+  private readonly blocks = new Map<number, LlmToolCall>();
+  private startUsage: unknown;
+  private outputTokens: number | undefined;
+  private deltaUsage: unknown;
+  finished = false;
+  failure: string | undefined;
+
+  constructor(private readonly record: LlmCallRecord) {}
+
+  add(event: unknown): void {
+    const type = field(event, 'type');
+    if (type === 'message_start') {
+      const started = field(event, 'message');
+      const model = field(started, 'model');
+      if (typeof model === 'string' && model !== '') this.record.model = model;
+      this.startUsage = field(started, 'usage');
+      const id = field(started, 'id');
+      if (typeof id === 'string') this.record.extra = { responseId: id };
+    } else if (type === 'content_block_start') {
+      const block = field(event, 'content_block');
+      if (field(block, 'type') === 'tool_use')
+        this.blocks.set(count(field(event, 'index')), {
+          id: text(field(block, 'id')),
+          name: text(field(block, 'name'), 'tool'),
+          arguments: '',
+        });
+    } else if (type === 'content_block_delta') {
+      const delta = field(event, 'delta');
+      const deltaType = field(delta, 'type');
+      if (deltaType === 'text_delta') this.record.content += text(field(delta, 'text'));
+      else if (deltaType === 'input_json_delta') {
+        const call = this.blocks.get(count(field(event, 'index')));
+        if (call !== undefined) call.arguments += text(field(delta, 'partial_json'));
+      }
+    } else if (type === 'message_delta') {
+      const stop = field(field(event, 'delta'), 'stop_reason');
+      if (typeof stop === 'string') this.record.finishReason = stop;
+      this.deltaUsage = field(event, 'usage');
+      // The usage of message_delta is cumulative.
+      const output = field(this.deltaUsage, 'output_tokens');
+      if (typeof output === 'number') this.outputTokens = count(output);
+    } else if (type === 'message_stop') {
+      this.finished = true;
+    } else if (type === 'error') {
+      this.failure = text(field(field(event, 'error'), 'message'), 'the stream reported an error');
+    }
+  }
+
+  result(): LlmCallRecord {
+    // Later counts win: message_delta may repeat the input counts, updated.
+    const merged =
+      typeof this.startUsage === 'object' && this.startUsage !== null
+        ? {
+            ...this.startUsage,
+            ...(typeof this.deltaUsage === 'object' && this.deltaUsage !== null
+              ? Object.fromEntries(
+                  Object.entries(this.deltaUsage).filter(([, v]) => typeof v === 'number'),
+                )
+              : {}),
+          }
+        : undefined;
+    this.record.usage = anthropicUsage(merged, this.outputTokens);
+    this.record.toolCalls = [...this.blocks.values()];
+    if (this.record.finishReason === '') this.record.finishReason = 'unknown';
+    return this.record;
+  }
+}

@@ -1,0 +1,294 @@
+import {
+  contentText,
+  count,
+  field,
+  text,
+  type LlmCallRecord,
+  type RecordedMessage,
+  type LlmToolCall,
+  type LlmUsage,
+} from './llm-payload.js';
+
+/*
+ * OpenAI's request and response shapes (chat completions, responses, embeddings) turned into the
+ * fields of an `llm_call`. Read structurally, field by field: nothing here imports the SDK, and
+ * an unexpected shape gives empty fields, never a throw.
+ */
+
+export type OpenAIOperation = 'chat.completions' | 'responses' | 'embeddings';
+
+/** The record of a call before its outcome is known. */
+export function openAIRequestRecord(operation: OpenAIOperation, body: unknown): LlmCallRecord {
+  return {
+    provider: 'openai',
+    model: text(field(body, 'model'), 'unknown'),
+    operation,
+    messages: requestMessages(operation, body),
+    content: '',
+    finishReason: '',
+    toolCalls: [],
+    usage: undefined,
+    streamed: field(body, 'stream') === true,
+    request: body,
+  };
+}
+
+function requestMessages(operation: OpenAIOperation, body: unknown): RecordedMessage[] {
+  if (operation === 'chat.completions') {
+    const messages = field(body, 'messages');
+    return Array.isArray(messages) ? messages.map(chatMessage) : [];
+  }
+  if (operation === 'embeddings') {
+    const input = field(body, 'input');
+    const items: unknown[] = Array.isArray(input) ? input : [input];
+    // Token arrays are left as a count: they are not text.
+    return items.map((item) => ({
+      role: 'input',
+      content:
+        typeof item === 'string' ? item : `[${Array.isArray(item) ? item.length : 0} tokens]`,
+    }));
+  }
+  const messages: RecordedMessage[] = [];
+  const instructions = field(body, 'instructions');
+  if (typeof instructions === 'string') messages.push({ role: 'system', content: instructions });
+  const input = field(body, 'input');
+  if (typeof input === 'string') messages.push({ role: 'user', content: input });
+  else if (Array.isArray(input)) for (const item of input) messages.push(responsesInputItem(item));
+  return messages;
+}
+
+function chatMessage(message: unknown): RecordedMessage {
+  const out: RecordedMessage = {
+    role: text(field(message, 'role'), 'unknown'),
+    content: contentText(field(message, 'content')),
+  };
+  const toolCalls = field(message, 'tool_calls');
+  if (Array.isArray(toolCalls) && toolCalls.length > 0) out.toolCalls = toolCalls.map(chatToolCall);
+  const toolCallId = field(message, 'tool_call_id');
+  if (typeof toolCallId === 'string') out.toolCallId = toolCallId;
+  return out;
+}
+
+function chatToolCall(call: unknown): LlmToolCall {
+  const fn = field(call, 'function');
+  const out: LlmToolCall = { name: text(field(fn, 'name'), text(field(call, 'type'), 'tool')) };
+  const id = field(call, 'id');
+  if (typeof id === 'string') out.id = id;
+  const args = field(fn, 'arguments');
+  if (typeof args === 'string') out.arguments = args;
+  return out;
+}
+
+function responsesInputItem(item: unknown): RecordedMessage {
+  if (typeof item === 'string') return { role: 'user', content: item };
+  const type = field(item, 'type');
+  if (type === 'function_call_output')
+    return {
+      role: 'tool',
+      content: contentText(field(item, 'output')),
+      toolCallId: text(field(item, 'call_id')),
+    };
+  if (type === 'function_call')
+    return {
+      role: 'assistant',
+      content: '',
+      toolCalls: [
+        {
+          id: text(field(item, 'call_id')),
+          name: text(field(item, 'name'), 'tool'),
+          arguments: text(field(item, 'arguments')),
+        },
+      ],
+    };
+  return {
+    role: text(field(item, 'role'), typeof type === 'string' ? type : 'unknown'),
+    content: contentText(field(item, 'content')),
+  };
+}
+
+/** Fills in a whole (not streamed) response. */
+export function applyOpenAIResponse(
+  record: LlmCallRecord,
+  operation: OpenAIOperation,
+  response: unknown,
+): void {
+  const model = field(response, 'model');
+  if (typeof model === 'string' && model !== '') record.model = model;
+  if (operation === 'chat.completions') {
+    const choice = firstChoice(response);
+    const message = field(choice, 'message');
+    record.content = contentText(field(message, 'content') ?? field(message, 'refusal'));
+    record.finishReason = text(field(choice, 'finish_reason'), 'unknown');
+    const toolCalls = field(message, 'tool_calls');
+    if (Array.isArray(toolCalls)) record.toolCalls = toolCalls.map(chatToolCall);
+    record.usage = chatUsage(field(response, 'usage'));
+    record.extra = { responseId: text(field(response, 'id')) };
+  } else if (operation === 'responses') {
+    applyResponsesObject(record, response);
+  } else {
+    const data = field(response, 'data');
+    const vectors = Array.isArray(data) ? data : [];
+    const first = field(vectors[0], 'embedding');
+    record.finishReason = 'stop';
+    record.usage = chatUsage(field(response, 'usage'));
+    record.extra = {
+      embeddings: vectors.length,
+      dimensions: Array.isArray(first) ? first.length : typeof first === 'string' ? -1 : 0,
+    };
+  }
+}
+
+function firstChoice(response: unknown): unknown {
+  const choices = field(response, 'choices');
+  return Array.isArray(choices) ? choices[0] : undefined;
+}
+
+/** Chat completions' and embeddings' usage (`prompt_tokens`, `completion_tokens`). */
+function chatUsage(usage: unknown): LlmUsage | undefined {
+  if (typeof usage !== 'object' || usage === null) return undefined;
+  const input = count(field(usage, 'prompt_tokens'));
+  const output = count(field(usage, 'completion_tokens'));
+  const out: LlmUsage = {
+    inputTokens: input,
+    outputTokens: output,
+    totalTokens: count(field(usage, 'total_tokens')) || input + output,
+  };
+  const cached = count(field(field(usage, 'prompt_tokens_details'), 'cached_tokens'));
+  if (cached > 0) out.cachedInputTokens = cached;
+  return out;
+}
+
+/** The responses API's usage (`input_tokens`, `output_tokens`). */
+function responsesUsage(usage: unknown): LlmUsage | undefined {
+  if (typeof usage !== 'object' || usage === null) return undefined;
+  const input = count(field(usage, 'input_tokens'));
+  const output = count(field(usage, 'output_tokens'));
+  const out: LlmUsage = {
+    inputTokens: input,
+    outputTokens: output,
+    totalTokens: count(field(usage, 'total_tokens')) || input + output,
+  };
+  const cached = count(field(field(usage, 'input_tokens_details'), 'cached_tokens'));
+  if (cached > 0) out.cachedInputTokens = cached;
+  return out;
+}
+
+function applyResponsesObject(record: LlmCallRecord, response: unknown): void {
+  const model = field(response, 'model');
+  if (typeof model === 'string' && model !== '') record.model = model;
+  const output = field(response, 'output');
+  let content = '';
+  const toolCalls: LlmToolCall[] = [];
+  if (Array.isArray(output))
+    for (const item of output) {
+      const type = field(item, 'type');
+      if (type === 'message') content += contentText(field(item, 'content'));
+      else if (type === 'function_call')
+        toolCalls.push({
+          id: text(field(item, 'call_id')),
+          name: text(field(item, 'name'), 'tool'),
+          arguments: text(field(item, 'arguments')),
+        });
+    }
+  record.content = content;
+  record.toolCalls = toolCalls;
+  const status = text(field(response, 'status'), 'unknown');
+  record.finishReason =
+    status === 'incomplete'
+      ? text(field(field(response, 'incomplete_details'), 'reason'), 'incomplete')
+      : status === 'completed'
+        ? toolCalls.length > 0
+          ? 'tool_calls'
+          : 'stop'
+        : status;
+  record.usage = responsesUsage(field(response, 'usage'));
+  record.extra = { responseId: text(field(response, 'id')) };
+}
+
+/** The error a finished responses object carries (`status: failed`), if any. */
+export function responsesFailure(response: unknown): string | undefined {
+  if (field(response, 'status') !== 'failed') return undefined;
+  return text(field(field(response, 'error'), 'message'), 'the response failed');
+}
+
+/** Builds the record of a streamed call from its items as they are read. */
+export class OpenAIStreamAccumulator {
+  private readonly toolCalls: LlmToolCall[] = [];
+  private finalResponse: unknown;
+  /** True once the stream said how it finished (its last meaningful item was read). */
+  finished = false;
+  /** An error the stream reported in-band (`response.failed`, an `error` event). */
+  failure: string | undefined;
+
+  constructor(
+    private readonly record: LlmCallRecord,
+    private readonly operation: OpenAIOperation,
+  ) {}
+
+  add(item: unknown): void {
+    if (this.operation === 'responses') this.addResponsesEvent(item);
+    else this.addChatChunk(item);
+  }
+
+  private addChatChunk(chunk: unknown): void {
+    const record = this.record;
+    const model = field(chunk, 'model');
+    if (typeof model === 'string' && model !== '') record.model = model;
+    const usage = chatUsage(field(chunk, 'usage'));
+    if (usage !== undefined) record.usage = usage;
+    const choice = firstChoice(chunk);
+    if (choice === undefined) return;
+    const delta = field(choice, 'delta');
+    const content = field(delta, 'content');
+    if (typeof content === 'string') record.content += content;
+    const calls = field(delta, 'tool_calls');
+    if (Array.isArray(calls))
+      for (const call of calls) {
+        const index = count(field(call, 'index'));
+        const slot = (this.toolCalls[index] ??= { name: '', arguments: '' });
+        const id = field(call, 'id');
+        if (typeof id === 'string') slot.id = id;
+        const fn = field(call, 'function');
+        const name = field(fn, 'name');
+        if (typeof name === 'string') slot.name += name;
+        const args = field(fn, 'arguments');
+        if (typeof args === 'string') slot.arguments += args;
+      }
+    const finish = field(choice, 'finish_reason');
+    if (typeof finish === 'string') {
+      record.finishReason = finish;
+      this.finished = true;
+    }
+    const id = field(chunk, 'id');
+    if (typeof id === 'string') record.extra = { responseId: id };
+  }
+
+  private addResponsesEvent(event: unknown): void {
+    const type = field(event, 'type');
+    if (type === 'response.output_text.delta') {
+      const delta = field(event, 'delta');
+      if (typeof delta === 'string') this.record.content += delta;
+    } else if (
+      type === 'response.completed' ||
+      type === 'response.incomplete' ||
+      type === 'response.failed'
+    ) {
+      this.finalResponse = field(event, 'response');
+      this.finished = true;
+      this.failure = responsesFailure(this.finalResponse);
+    } else if (type === 'response.created') {
+      const model = field(field(event, 'response'), 'model');
+      if (typeof model === 'string' && model !== '') this.record.model = model;
+    } else if (type === 'error') {
+      this.failure = text(field(event, 'message'), 'the stream reported an error');
+    }
+  }
+
+  /** The record as far as it was read. */
+  result(): LlmCallRecord {
+    if (this.finalResponse !== undefined) applyResponsesObject(this.record, this.finalResponse);
+    else if (this.toolCalls.length > 0) this.record.toolCalls = this.toolCalls.filter(Boolean);
+    if (this.record.finishReason === '') this.record.finishReason = 'unknown';
+    return this.record;
+  }
+}
