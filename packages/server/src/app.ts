@@ -247,7 +247,15 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     log: app.log,
     engine: store.engine,
     onTimedOut: (count) => metrics.lifecycleRuns.inc({ action: 'timeout' }, count),
-    onExpired: (sweep) => metrics.lifecycleRuns.inc({ action: 'expired' }, sweep.runs),
+    onExpired: async (sweep) => {
+      metrics.lifecycleRuns.inc({ action: 'expired' }, sweep.runs);
+      await store.audit.record({
+        actor: 'system',
+        action: 'runs.expired',
+        agentId: sweep.agentId,
+        details: { runs: sweep.runs, events: sweep.events, retentionDays: sweep.days },
+      });
+    },
     onPass: (report) => {
       metrics.lifecycleSweepSeconds.inc({ part: 'work' }, report.workMs / 1000);
       metrics.lifecycleSweepSeconds.inc({ part: 'elapsed' }, report.elapsedMs / 1000);

@@ -100,6 +100,8 @@ export function revokeMember(
 /** Deletes an agent and everything of it; false when it did not exist. */
 /** What else holds an agent's data or access on this instance, beyond the store. */
 export interface AgentTraces {
+  /** Who asks, for the audit log: `admin` (default) or `cli`. */
+  actor?: string;
   /** Cached key lookups (refused at once here; elsewhere within API_KEY_CACHE_MS). */
   keys?: { forgetAgent(agentId: string): void };
   /** Open live streams (ended at once here; elsewhere at the next access check). */
@@ -119,7 +121,7 @@ export async function deleteAgent(
   agentId: string,
   traces: AgentTraces = {},
 ): Promise<boolean> {
-  if (!(await agents.deleteAgent(agentId))) return false;
+  if (!(await agents.deleteAgent(agentId, traces.actor ?? 'admin'))) return false;
   traces.keys?.forgetAgent(agentId);
   traces.streams?.agentDeleted(agentId);
   await traces.bus?.forget(agentId).catch((error: unknown) => traces.onBusError?.(error));

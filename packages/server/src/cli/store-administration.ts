@@ -62,6 +62,7 @@ export function storeAdministration(
     deleteAgent: (agentId) =>
       withLiveBus(config, warn, async (bus) => {
         const deleted = await deleteAgent(store.agents, agentId, {
+          actor: 'cli',
           ...(bus ? { bus } : {}),
           onBusError: (error) => warn(`live buffer kept: ${(error as Error).message}`),
         });
@@ -83,6 +84,6 @@ export function storeAdministration(
     lifecycle: (agentId, change) =>
       Object.keys(change).length === 0
         ? readLifecycleSettings(store.lifecycle, config.lifecycle, agentId)
-        : changeLifecycleSettings(store.lifecycle, config.lifecycle, agentId, change),
+        : changeLifecycleSettings(store.lifecycle, config.lifecycle, agentId, change, 'cli'),
   };
 }

@@ -9,7 +9,9 @@ import {
   type LifecycleConfig,
 } from '../lifecycle/lifecycle-config.js';
 import { deleteRun, type RunDeletionContext } from '../lifecycle/run-deletion.js';
+import { AUDIT_ACTIONS } from '../store/audit-store.js';
 import type { Store } from '../store/open-store.js';
+import { decodePageCursor, encodePageCursor } from '../store/page-cursor.js';
 import { deletionAnswered } from './lifecycle-routes.js';
 
 export interface LifecycleAdminRoutesOptions {
@@ -35,6 +37,25 @@ export const LifecycleSettingsSchema = Type.Object({
   }),
 });
 
+/** Audit entries per page: `limit` 1–200, 100 unless asked (as the admin API's other lists). */
+const AUDIT_PAGE_DEFAULT = 100;
+const AUDIT_PAGE_MAX = 200;
+
+const AuditEntrySchema = Type.Object({
+  id: Type.String(),
+  at: Type.String(),
+  actor: Type.String(),
+  action: Type.Union(AUDIT_ACTIONS.map((action) => Type.Literal(action))),
+  agentId: Type.Union([Type.String(), Type.Null()]),
+  traceId: Type.Union([Type.String(), Type.Null()]),
+  details: Type.Record(Type.String(), Type.Unknown()),
+});
+
+const badQuery = (pointer: string, detail: string) =>
+  new FlightlogError('validation-failed', 'The request does not match the schema.', {
+    fieldErrors: [{ pointer, detail }],
+  });
+
 const problems = {
   400: ProblemSchema,
   401: ProblemSchema,
@@ -44,13 +65,64 @@ const problems = {
 const noAgent = () => new FlightlogError('not-found', 'No agent with this id.');
 
 /**
- * The data lifecycle in the admin API: an agent's run time-out and retention, deleting a run. Registered
+ * The data lifecycle in the admin API: an agent's run time-out and retention, deleting a run,
+ * the audit log. Registered
  * inside adminRoutes, whose admin token check it shares.
  */
 export const lifecycleAdminRoutes: FastifyPluginAsyncTypebox<LifecycleAdminRoutesOptions> = async (
   app,
   { store, defaults, deletion, onRunDeleted },
 ) => {
+  app.get(
+    '/admin/v1/audit',
+    {
+      schema: {
+        summary:
+          'The audit log, newest first: every deletion (runs, agents, expired runs) and change ' +
+          "of an agent's lifecycle settings, who did it and when; of one agent with agentId",
+        querystring: Type.Object(
+          {
+            agentId: Type.Optional(Type.String({ maxLength: 1024 })),
+            limit: Type.Optional(Type.String({ maxLength: 10 })),
+            cursor: Type.Optional(Type.String({ maxLength: 1024 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({
+            entries: Type.Array(AuditEntrySchema),
+            nextCursor: Type.Union([Type.String(), Type.Null()]),
+          }),
+          ...problems,
+        },
+      },
+    },
+    async (request) => {
+      const { agentId, cursor } = request.query;
+      const text = request.query.limit;
+      const limit = text === undefined ? AUDIT_PAGE_DEFAULT : Number(text);
+      if (text !== undefined && (!/^\d+$/.test(text) || limit < 1 || limit > AUDIT_PAGE_MAX))
+        throw badQuery('/querystring/limit', `must be a whole number from 1 to ${AUDIT_PAGE_MAX}`);
+      let before: string | undefined;
+      if (cursor !== undefined) {
+        before = decodePageCursor(
+          cursor,
+          (kind) => kind === 'audit',
+          (id) => /^\d{1,18}$/.test(id),
+        )?.[1];
+        if (before === undefined)
+          throw badQuery('/querystring/cursor', 'is not a cursor returned by this endpoint');
+      }
+      const rows = await store.audit.list({ agentId, before, limit: limit + 1 });
+      const entries = rows.slice(0, limit);
+      const last = entries.at(-1);
+      return {
+        entries,
+        nextCursor: rows.length > limit && last ? encodePageCursor('audit', last.id) : null,
+      };
+    },
+  );
+
   app.delete(
     '/admin/v1/traces/:id',
     {
@@ -120,6 +192,7 @@ export const lifecycleAdminRoutes: FastifyPluginAsyncTypebox<LifecycleAdminRoute
         defaults,
         request.params.id,
         request.body,
+        'admin',
       );
       if (!settings) throw noAgent();
       return settings;

@@ -52,13 +52,18 @@ export async function readLifecycleSettings(
   return row && settingsView(row, defaults);
 }
 
-/** Applies `change` and returns the settings now; undefined when there is no such agent. */
+/**
+ * Applies `change` and returns the settings now, recording it in the audit log (in the same
+ * transaction); undefined when there is no such agent.
+ */
 export async function changeLifecycleSettings(
   store: Pick<LifecycleStore, 'changeSettings'>,
   defaults: LifecycleDefaults,
   agentId: string,
   change: LifecycleSettingsChange,
+  /** Who asks, for the audit log: `admin` or `cli`. */
+  actor: string,
 ): Promise<LifecycleSettings | undefined> {
-  const row = await store.changeSettings(agentId, change);
+  const row = await store.changeSettings(agentId, change, actor);
   return row && settingsView(row, defaults);
 }

@@ -26,7 +26,7 @@ export interface RunDeletionContext {
 }
 
 /**
- * Deletes a run everywhere it is stored: first a tombstone (from then on a batch of it, from a
+ * Deletes a run everywhere it is stored: first a tombstone with its audit record (from then on a batch of it, from a
  * client still retrying, writes nothing), then its events in short statements, then the run with
  * its analysis jobs and autopsies, then its messages in the live buffer. Asking again while the
  * tombstone lasts finishes what is left and answers as the first time: a deletion is idempotent.
@@ -42,7 +42,8 @@ export async function deleteRun(
   if (!holder) return { kind: 'not-found' };
   if (deleter.kind === 'user' && holder.role !== 'owner') return { kind: 'forbidden' };
   const { agentId } = holder;
-  await store.tombstone(agentId, traceId, context.tombstoneMs);
+  const actor = deleter.kind === 'admin' ? 'admin' : `user:${deleter.userId}`;
+  await store.tombstone(agentId, traceId, context.tombstoneMs, actor);
   const events = await store.deleteRunRows(agentId, traceId, context.rowsPerStatement);
   try {
     await context.bus.forgetTraces(agentId, [traceId]);

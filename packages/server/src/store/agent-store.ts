@@ -214,8 +214,8 @@ export class AgentStore {
    * Deletes the agent and all it holds in bounded statements (see run-rows.ts): its keys are
    * refused and its members gone before its data goes, `rowsPerStatement` rows at a time.
    */
-  async deleteAgent(id: string, rowsPerStatement = 1_000): Promise<boolean> {
-    return deleteAgentInSteps(this.sql, id, rowsPerStatement);
+  async deleteAgent(id: string, actor = 'admin', rowsPerStatement = 1_000): Promise<boolean> {
+    return deleteAgentInSteps(this.sql, id, rowsPerStatement, actor);
   }
 
   async getAgent(id: string): Promise<AgentRow | undefined> {

@@ -1,5 +1,6 @@
 import type { Trace } from '@flightlog/protocol';
 import type { MemberRole } from './agent-store.js';
+import { recordAudit } from './audit-store.js';
 import { deleteRunsInSteps, type BetweenStatements } from './run-rows.js';
 import type { SqlClient } from './sql-client.js';
 import { TRACE_COLUMNS, traceFromRow, type TraceRow } from './trace-rows.js';
@@ -175,15 +176,19 @@ export class LifecycleStore {
    * Refuses the run to its agent's batches for `ttlMs` from now, before any of its rows goes:
    * from the commit on, a batch of it writes nothing (see WRITE_BATCH in trace-store.ts).
    */
-  async tombstone(agentId: string, traceId: string, ttlMs: number): Promise<void> {
-    await this.sql.query(
-      `INSERT INTO trace_tombstones (trace_id, agent_id, expires_at)
-       VALUES ($1, $2, now() + $3::bigint * interval '1 millisecond')
-       ON CONFLICT (trace_id, agent_id) DO UPDATE SET
-         deleted_at = now(), expires_at = EXCLUDED.expires_at,
-         rows_deleted = false, live_cleared = false`,
-      [traceId, agentId, ttlMs],
-    );
+  async tombstone(agentId: string, traceId: string, ttlMs: number, actor: string): Promise<void> {
+    await this.sql.transaction(async (tx) => {
+      await tx.query(
+        `INSERT INTO trace_tombstones (trace_id, agent_id, expires_at)
+         VALUES ($1, $2, now() + $3::bigint * interval '1 millisecond')
+         ON CONFLICT (trace_id, agent_id) DO UPDATE SET
+           deleted_at = now(), expires_at = EXCLUDED.expires_at,
+           rows_deleted = false, live_cleared = false`,
+        [traceId, agentId, ttlMs],
+      );
+      // the request and its record commit together
+      await recordAudit(tx, { actor, action: 'run.deleted', agentId, traceId });
+    });
   }
 
   /**
@@ -321,22 +326,39 @@ export class LifecycleStore {
   async changeSettings(
     agentId: string,
     change: { runTimeoutMs?: number | null; retentionDays?: number | null },
+    actor: string,
   ): Promise<AgentLifecycleRow | undefined> {
-    const [row] = await this.sql.query<SettingsRow>(
-      `UPDATE agents SET
-         run_timeout_ms = CASE WHEN $2 THEN $3::bigint ELSE run_timeout_ms END,
-         retention_days = CASE WHEN $4 THEN $5::int ELSE retention_days END
-       WHERE id = $1
-       RETURNING ${SETTINGS_COLUMNS}`,
-      [
-        agentId,
-        change.runTimeoutMs !== undefined,
-        change.runTimeoutMs ?? null,
-        change.retentionDays !== undefined,
-        change.retentionDays ?? null,
-      ],
-    );
-    return row && settingsFromRow(row);
+    return this.sql.transaction(async (tx) => {
+      const [before] = await tx.query<SettingsRow>(
+        `SELECT ${SETTINGS_COLUMNS} FROM agents WHERE id = $1 FOR UPDATE`,
+        [agentId],
+      );
+      if (!before) return undefined;
+      const [row] = await tx.query<SettingsRow>(
+        `UPDATE agents SET
+           run_timeout_ms = CASE WHEN $2 THEN $3::bigint ELSE run_timeout_ms END,
+           retention_days = CASE WHEN $4 THEN $5::int ELSE retention_days END
+         WHERE id = $1
+         RETURNING ${SETTINGS_COLUMNS}`,
+        [
+          agentId,
+          change.runTimeoutMs !== undefined,
+          change.runTimeoutMs ?? null,
+          change.retentionDays !== undefined,
+          change.retentionDays ?? null,
+        ],
+      );
+      if (!row) return undefined;
+      const was = settingsFromRow(before);
+      const now = settingsFromRow(row);
+      // each setting the request named: what it was and what it is (null: the default)
+      const details: Record<string, { from: number | null; to: number | null }> = {};
+      for (const key of ['runTimeoutMs', 'retentionDays'] as const)
+        if (change[key] !== undefined) details[key] = { from: was[key], to: now[key] };
+      if (Object.keys(details).length > 0)
+        await recordAudit(tx, { actor, action: 'lifecycle.changed', agentId, details });
+      return now;
+    });
   }
 }
 

@@ -1,5 +1,6 @@
 import { AgentStore } from './agent-store.js';
 import { AnalysisStore } from './analysis-store.js';
+import { AuditStore } from './audit-store.js';
 import { LifecycleStore } from './lifecycle-store.js';
 import { migrate } from './migrate.js';
 import { openPgliteClient } from './pglite-client.js';
@@ -38,6 +39,8 @@ export interface Store {
   readonly stats: StatsStore;
   /** Run time-outs, deletion, retention, the audit log and export (the data lifecycle). */
   readonly lifecycle: LifecycleStore;
+  /** Deletions and lifecycle changes: who, what, when. */
+  readonly audit: AuditStore;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -66,6 +69,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     analysis: new AnalysisStore(sql),
     stats: new StatsStore(sql),
     lifecycle: new LifecycleStore(sql),
+    audit: new AuditStore(sql),
     ping: () => sql.ping(),
     close: () => sql.close(),
   };

@@ -1,3 +1,4 @@
+import { recordAudit } from './audit-store.js';
 import type { SqlClient } from './sql-client.js';
 
 /**
@@ -70,6 +71,8 @@ export async function deleteAgentInSteps(
   sql: SqlClient,
   agentId: string,
   rows: number,
+  /** Who asks, for the audit log (recorded with the keys' revocation). */
+  actor: string,
 ): Promise<boolean> {
   const found = await sql.transaction(async (tx) => {
     const [agent] = await tx.query('SELECT id FROM agents WHERE id = $1 FOR UPDATE', [agentId]);
@@ -79,6 +82,7 @@ export async function deleteAgentInSteps(
       [agentId],
     );
     await tx.query('DELETE FROM members WHERE agent_id = $1', [agentId]);
+    await recordAudit(tx, { actor, action: 'agent.deleted', agentId });
     return true;
   });
   if (!found) return false;

@@ -9,6 +9,7 @@ import {
   type EngineLocation,
 } from '../harness/engines.js';
 import { runCli } from '../harness/cli-process.js';
+import { openStore } from '../../src/store/open-store.js';
 
 describeEngines('flightlog agent lifecycle [%s]', (engine) => {
   let env: Record<string, string>;
@@ -80,5 +81,18 @@ describeEngines('flightlog agent lifecycle [%s]', (engine) => {
     const absent = await runCli(['agent', 'lifecycle', 'nobody'], env);
     expect(absent.code).toBe(2);
     expect(absent.stderr).toContain('no agent nobody');
+
+    // each change is in the audit log, by the CLI
+    const store = await openStore(
+      engine === 'pglite' ? { dataDir, poolSize: 1 } : { ...location, poolSize: 1 },
+    );
+    try {
+      const entries = await store.audit.list({ agentId: 'lc-agent', limit: 10 });
+      expect(entries.map((e) => [e.actor, e.action])).toEqual(
+        Array.from({ length: 4 }, () => ['cli', 'lifecycle.changed']),
+      );
+    } finally {
+      await store.close();
+    }
   }, 180_000);
 });

@@ -196,7 +196,7 @@ describeEngines('deleting a run [%s]', (engine) => {
         const cut = runBatch({ events: 3 });
         await post(cut.body);
         // the process stopped right after the tombstone's commit
-        await server.store.lifecycle.tombstone(agent.agentId, cut.trace.id, 60_000);
+        await server.store.lifecycle.tombstone(agent.agentId, cut.trace.id, 60_000, 'admin');
         const raced = runBatch({ events: 2 });
         await post(raced.body);
         expect((await del(raced.trace.id, owner)).status).toBe(204);
