@@ -27,3 +27,25 @@ function redactUrl(url: string): string {
 export function redactUrls(text: string): string {
   return text.includes('://') ? text.replace(URL_IN_TEXT, redactUrl) : text;
 }
+
+/** A userinfo-like run (`user:password@`) anywhere before the query, however the address is mistyped. */
+const LOOSE_USERINFO = /[^/?#\s]*@/g;
+
+/**
+ * `address` (one value that was meant to be a URL, such as a refused `ingestUrl`) stripped of
+ * anything that may be a credential, however malformed it is: `admin:pw@host`, `http//u:pw@host`
+ * and `http:/u:pw@host` have no `://` for {@link redactUrls} to go by, yet `new URL` reads a
+ * password in the last one. Every run of characters that ends in `@` before the query becomes
+ * `***@`, and secret-looking query parameters lose their values.
+ */
+export function redactAddress(address: string): string {
+  const query = address.search(/[?#]/);
+  const head = query < 0 ? address : address.slice(0, query);
+  const tail = query < 0 ? '' : address.slice(query);
+  return (
+    head.replace(LOOSE_USERINFO, '***@') +
+    tail.replace(PARAMETER, (whole, separator: string, name: string) =>
+      SECRET_PARAMETER.test(name) ? `${separator}${name}=***` : whole,
+    )
+  );
+}

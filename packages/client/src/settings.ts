@@ -1,5 +1,5 @@
 import { createConsoleLogger, type FlightlogLogger } from './logger.js';
-import { redactUrls } from './redact.js';
+import { redactAddress, redactUrls } from './redact.js';
 import { isStorableText } from './storable-text.js';
 
 /** Chain environments the spec allows for the `environment` setting. */
@@ -208,8 +208,8 @@ function number(
  * A wrong value as a warning shows it: text cut to `maxLength` characters, URL credentials
  * removed first (a cut after them could leave half a password in the line).
  */
-function describe(value: unknown, maxLength = 40): string {
-  if (typeof value === 'string') return JSON.stringify(redactUrls(value).slice(0, maxLength));
+function describe(value: unknown, maxLength = 40, redact = redactUrls): string {
+  if (typeof value === 'string') return JSON.stringify(redact(value).slice(0, maxLength));
   if (typeof value === 'object') return value === null ? 'null' : 'an object';
   return String(value);
 }
@@ -295,7 +295,7 @@ export function resolveSettings(input: unknown): SettingsResolution {
     const resolved = typeof raw.ingestUrl === 'string' ? baseUrl(raw.ingestUrl) : undefined;
     if (resolved === undefined) {
       warnings.push(
-        `ingestUrl must be an http(s) URL without query or credentials; got ${describe(raw.ingestUrl, 200)}; the client is disabled`,
+        `ingestUrl must be an http(s) URL without query or credentials; got ${describe(raw.ingestUrl, 200, redactAddress)}; the client is disabled`,
       );
       return { kind: 'disabled', logger, warnings };
     }

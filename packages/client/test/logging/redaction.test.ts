@@ -19,11 +19,16 @@ describe('no credential of a URL reaches a log line', () => {
       'http://a-rather-long-user-name:p4ss-word-that-goes-on-and-on@ingest.example',
       'ftp://user:hunter2@ingest.example',
       'http://user:hunter2@[::1', // not even a URL
+      // no `://` to go by, yet each still carries the secret (the last one `new URL` even reads)
+      'admin:hunter2@ingest.example',
+      'ingest.example/?api_key=s3cr3t-key',
+      'http//u:hunter2@ingest.example',
+      'http:/u:hunter2@ingest.example',
     ]) {
       const client = new FlightlogClient({ apiKey: 'flk_k', ingestUrl, logger });
       expect(client.enabled).toBe(false);
     }
-    expect(logger.matching('ingestUrl must be an http(s) URL')).toHaveLength(6);
+    expect(logger.matching('ingestUrl must be an http(s) URL')).toHaveLength(10);
     for (const secret of SECRETS) expect(everything(logger)).not.toContain(secret);
     expect(everything(logger)).toContain('ingest.example'); // still says which address it was
     expect(everything(logger)).toContain('region=eu'); // only secret-looking parameters go
