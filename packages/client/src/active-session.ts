@@ -16,7 +16,7 @@ import {
 import type { ClientCounters } from './client-stats.js';
 import type { UlidFactory } from './ids.js';
 import { INSTANT_RANGE, dateMs, inRange } from './instants.js';
-import type { WarningChannel } from './logger.js';
+import { type WarningChannel, WARN_INTERVAL_MS } from './logger.js';
 import { isPayloadOf, payloadProblem } from './payload-checks.js';
 import { sealedBytes, type PayloadSealing } from './payload-sealing.js';
 import {
@@ -66,7 +66,6 @@ const TEXT_MAX = 65_536;
 const LAMPORTS = /^(?:0|[1-9][0-9]*)$/;
 /** Wire bytes of an event besides its payload, ids and texts: keys, dates, numbers. */
 const EVENT_OVERHEAD = 300;
-const WARN_INTERVAL_MS = 10_000;
 
 /** Epoch milliseconds of a Date or RFC 3339 string the service can store, else undefined. */
 function toMs(value: unknown): number | undefined {
@@ -546,7 +545,9 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
         break;
       case 'chain_tx':
         if (this.aggregates.addChainTx(lamports))
-          this.host.warnings.warn(
+          this.host.warnings.throttled(
+            'lamports-cap',
+            WARN_INTERVAL_MS,
             `totalLamports of trace ${this.traceId} passed 80 digits, the most the service stores; it is kept at 10^80 − 1 from now on (the events are still sent)`,
             { traceId: this.traceId },
           );
@@ -598,9 +599,12 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       given === undefined ? this.endNow() : Math.max(given, this.identity.startedAtMs);
     const summary = this.endOption(options, 'outputSummary');
     if (summary !== undefined && summary !== null && typeof summary !== 'string')
-      this.host.warnings.warn('end: outputSummary must be a string or null; it is left empty', {
-        traceId: this.traceId,
-      });
+      this.host.warnings.throttled(
+        'end-output-summary',
+        WARN_INTERVAL_MS,
+        'end: outputSummary must be a string or null; it is left empty',
+        { traceId: this.traceId },
+      );
     this.outputSummary = typeof summary === 'string' ? storableText(summary, TEXT_MAX) : null;
     this.errorMessage = error;
     this.endedAtText = new Date(endedAtMs).toISOString();
@@ -654,7 +658,9 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     try {
       return (options as Record<string, unknown>)[key];
     } catch (error) {
-      this.host.warnings.warn(
+      this.host.warnings.throttled(
+        'end-option-threw',
+        WARN_INTERVAL_MS,
         `end: reading ${key} threw (${errorText(error, 200)}); it is left out`,
         { traceId: this.traceId },
       );

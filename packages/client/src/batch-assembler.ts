@@ -1,4 +1,4 @@
-import type { WarningChannel } from './logger.js';
+import { type WarningChannel, WARN_INTERVAL_MS } from './logger.js';
 import { eventProblem, traceProblem } from './payload-checks.js';
 import { isEncrypted, sealPayload, type PayloadSealing } from './payload-sealing.js';
 import type { DrainedItem, RecordedEvent } from './recorded-event.js';
@@ -56,8 +56,6 @@ export interface AssemblyLimits {
   /** Paces the work (default: slices of 1 ms); tests pass their own clock. */
   clock?: SliceClock;
 }
-
-const WARN_INTERVAL_MS = 10_000;
 
 async function wireEvent(
   event: RecordedEvent,

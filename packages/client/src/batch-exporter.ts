@@ -11,7 +11,7 @@ import type { ClientCounters } from './client-stats.js';
 import { Deferred } from './deferred.js';
 import { type FieldError, type TransportOutcome } from './http-transport.js';
 import type { UlidFactory } from './ids.js';
-import type { WarningChannel } from './logger.js';
+import { type WarningChannel, WARN_INTERVAL_MS } from './logger.js';
 import { sealPayload, type PayloadSealing } from './payload-sealing.js';
 import type { DrainedItem } from './recorded-event.js';
 import type { RetryingTransport } from './retrying-transport.js';
@@ -56,7 +56,6 @@ interface Batch {
   done: Deferred;
 }
 
-const WARN_INTERVAL_MS = 10_000;
 /** Trace ids the service refused as another agent's, remembered to drop their later items. */
 const MAX_REFUSED_TRACES = 1_000;
 /** A pointer into the batch body naming one item, and maybe one event of it. */

@@ -8,7 +8,7 @@ import {
 } from './client-core.js';
 import { emptyCounters, type ClientStats } from './client-stats.js';
 import { UlidFactory } from './ids.js';
-import { WarningChannel, createConsoleLogger } from './logger.js';
+import { WARN_INTERVAL_MS, WarningChannel, createConsoleLogger } from './logger.js';
 import { NoopSession } from './noop-session.js';
 import type { FlightlogSession, SessionOptions } from './session-types.js';
 import { resolveSettings, type FlightlogSettings } from './settings.js';
@@ -185,7 +185,11 @@ export class FlightlogClient {
     }
     if (value === undefined) return undefined;
     if (typeof value === 'number' && value >= 0) return value; // NaN fails the comparison
-    this.warnings.warn('timeoutMs must be a non-negative number; the default is used');
+    this.warnings.throttled(
+      'timeout-ms',
+      WARN_INTERVAL_MS,
+      'timeoutMs must be a non-negative number; the default is used',
+    );
     return undefined;
   }
 

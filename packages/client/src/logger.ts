@@ -52,6 +52,9 @@ function redactContext(context: object): object {
 /** How many held-back warnings of different keys one summary line names. */
 const SUMMARY_KEYS = 10;
 
+/** How often a repeated warning of one kind is shown at most (the rest are counted). */
+export const WARN_INTERVAL_MS = 10_000;
+
 /**
  * The client's single way out to a logger. A logger that throws (or is replaced by something that
  * is not a logger) cannot take the client, or the host calling it, down with it. Every line is

@@ -88,4 +88,30 @@ describe('warnings are throttled, and what was held back is counted', () => {
       expect(messages.length).toBeLessThanOrEqual(3); // retrying, given up (or refused), summary
     }
   });
+
+  it('a host repeating a mistake 500 times gets one line per kind, not 1,000', async () => {
+    const transport = new ScriptedTransport();
+    const logger = new RecordingLogger();
+    const client = new FlightlogClient({ apiKey: 'k', logger, flushOnExit: false }, { transport });
+    const throwing = {
+      get outputSummary(): string {
+        throw new Error('getter broke');
+      },
+    };
+    for (let i = 0; i < 500; i++) {
+      client.startSession({ inputSummary: `s${i}` }).end({ outputSummary: 42 } as never);
+      client.startSession({ inputSummary: `t${i}` }).end(throwing);
+      await client.flush({ timeoutMs: -1 });
+    }
+    const messages = logger.lines.map((l) => l.message);
+    expect(messages.filter((m) => m.startsWith('end: outputSummary must be'))).toHaveLength(1);
+    expect(messages.filter((m) => m.startsWith('end: reading outputSummary threw'))).toHaveLength(
+      1,
+    );
+    expect(messages.filter((m) => m.startsWith('timeoutMs must be'))).toHaveLength(1);
+    expect(messages.length).toBeLessThanOrEqual(5);
+    await client.close();
+    // the count of what was held back is not lost
+    expect(logger.lines.at(-1)?.message).toMatch(/499 × "end: outputSummary must be/);
+  });
 });
