@@ -74,7 +74,9 @@ describe('exit against a service that accepts and never answers: the documented 
       // Held for the bound (the service might still answer), and not longer.
       expect(report.heldMs).toBeGreaterThanOrEqual(bound - 100);
       expect(report.heldMs).toBeLessThanOrEqual(bound + LATE);
-      expect(report.wallMs).toBeLessThan(bound + 3_000); // node's start-up included
+      // node's start-up included, four children at once on a loaded machine: generous, yet a
+      // second hold (20 s before the fix) would still fail it
+      expect(report.wallMs).toBeLessThan(bound + 8_000);
       // The warning comes when the hold ends, i.e. when the process exits.
       const warning = report.warnings.find((w) => w.message.includes(lost));
       expect(warning, JSON.stringify(report.warnings)).toBeDefined();
