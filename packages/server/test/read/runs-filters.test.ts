@@ -289,7 +289,7 @@ describeEngines('runs list filters and search [%s]', (engine) => {
             expect(ids, label).toEqual(expected);
           }
       }
-    });
+    }, 120_000); // thousands of page reads: past 30 s on a machine at load 10
   });
 
   describe('bad values', () => {
