@@ -14,6 +14,7 @@ import { createRedisBus } from '../../src/live/redis-bus.js';
 import { describeBuses, describeWithRedis, redisUrl, type BusName } from '../harness/engines.js';
 import { newId } from '../fixtures/batches.js';
 import { percentile } from '../harness/latency.js';
+import { waitFor } from '../harness/wait.js';
 
 /**
  * Issue 15, item 5: one agent's big batches must not cost other agents their live streams, and
@@ -217,11 +218,19 @@ describeBuses('live bus bounds [%s]', (engine: BusName) => {
             }
           })
         : await floodFromAnotherInstance(lastPrefix, big);
+    const firstDuring = n;
     await smallPublishes(3_000);
+    const publishedDuring = n - firstDuring;
     flooding = false;
     if (Array.isArray(flood)) await Promise.all(flood);
     else posted = await flood.stop();
     await sleep(BLOCK_MS * 3);
+    // every small batch arrives (none lost behind the big ones), however slow the machine
+    await waitFor(
+      () => (latencies.length >= publishedDuring ? true : undefined),
+      `${publishedDuring} small batches delivered (${latencies.length} so far)`,
+      10_000,
+    );
     const during = latencies.splice(0);
     bigSubscription.unsubscribe();
     smallSubscription.unsubscribe();
@@ -235,11 +244,12 @@ describeBuses('live bus bounds [%s]', (engine: BusName) => {
     );
     expect(bigDelivered).toBeGreaterThan(0);
     expect(statuses).not.toContain('interrupted');
-    // every small batch arrived (none lost behind the big ones)
-    expect(during.length).toBeGreaterThan(50);
+    expect(during.length).toBe(publishedDuring);
+    expect(publishedDuring).toBeGreaterThan(10);
     // Before: p50 182 ms, p99 1.8 s behind one shared read of the big agent's backlog. A
     // ceiling far above the quiet value, only to catch that.
-    expect(d).toBeLessThan(Math.max(20 * q, 400));
+    // (1.2 s: a loaded machine's own tail, p99 0.9 s at load 10, stays under it)
+    expect(d).toBeLessThan(Math.max(20 * q, 1_200));
   }, 30_000);
 });
 
