@@ -87,17 +87,20 @@ export class ApiKeyResolver {
       limiter?.recordFailure(address);
       return UNKNOWN;
     }
-    // Counted before the lookup, so that concurrent guesses cannot outrun the limit.
-    if (!found) limiter?.recordFailure(address);
+    // Counted before the lookup, so that concurrent guesses cannot outrun the limit; once per
+    // key: requests that join a lookup of the same key under way guess nothing more (an agent's
+    // first batches sent at once while the store is slow are one key, not a guessing spree).
+    const counted = !found && !this.inFlight.has(hash);
+    if (counted) limiter?.recordFailure(address);
     let value: ResolvedKey | undefined;
     try {
       value = await this.lookUp(hash);
     } catch (error) {
-      if (!found) limiter?.withdrawFailure(address); // the store failed, not the key
+      if (counted) limiter?.withdrawFailure(address); // the store failed, not the key
       throw error;
     }
     if (value) {
-      if (!found) limiter?.withdrawFailure(address);
+      if (counted) limiter?.withdrawFailure(address);
       return { ok: true, key: value };
     }
     if (!limiter) return UNKNOWN;

@@ -198,6 +198,36 @@ describe('ApiKeyResolver.authenticate', () => {
     expect(results.filter((r) => !r.ok && r.reason === 'too-many-failures')).toHaveLength(47);
   });
 
+  it('counts one key sent many times at once as one attempt: a valid key waiting on a slow store is never refused', async () => {
+    const table = keyTable();
+    const valid = generateApiKey();
+    table.keys.set(hashSecret(valid), { agentId: 'agent-a', keyId: 'key_a' });
+    let release!: () => void;
+    const slow = new Promise<void>((resolve) => (release = resolve));
+    const agentForKey = table.store.agentForKey.bind(table.store);
+    table.store.agentForKey = async (hash: string) => {
+      await slow;
+      return agentForKey(hash);
+    };
+    const { resolver } = guarded(table);
+    const wrong = generateApiKey();
+    const checks = Promise.all([
+      ...Array.from({ length: 20 }, () => resolver.authenticate(valid, ADDRESS)),
+      ...Array.from({ length: 20 }, () => resolver.authenticate(wrong, ADDRESS)),
+    ]);
+    release();
+    const results = await checks;
+    expect(results.slice(0, 20).every((r) => r.ok)).toBe(true);
+    expect(results.slice(20).every((r) => !r.ok && r.reason === 'unknown')).toBe(true);
+    expect(table.lookups()).toBe(2);
+    // the wrong key counted once: two more distinct guesses reach the limit, not zero
+    expect((await resolver.authenticate(generateApiKey(), ADDRESS)).ok).toBe(false);
+    const third = await resolver.authenticate(generateApiKey(), ADDRESS);
+    expect(third).toMatchObject({ ok: false, reason: 'unknown' });
+    const fourth = await resolver.authenticate(generateApiKey(), ADDRESS);
+    expect(fourth).toMatchObject({ ok: false, reason: 'too-many-failures' });
+  });
+
   it('counts a key revoked since it was cached, and not a lookup the store failed', async () => {
     const table = keyTable();
     const valid = generateApiKey();
