@@ -1,6 +1,6 @@
 import type { FieldError, TransportBatchPayload } from '@flightlog/protocol';
 import { hashSecret } from '../auth/secrets.js';
-import { itemDocument, toItemJson, type ItemJson } from '../store/batch-json.js';
+import { itemDocument, jsonBytes, toItemJson } from '../store/batch-json.js';
 import type { TraceStore, VerifyOutcome } from '../store/trace-store.js';
 import type { LivePublisher } from '../live/publish.js';
 import type { AgentWriteTurns } from './agent-write-turns.js';
@@ -66,17 +66,6 @@ export function checkBatch(payload: TransportBatchPayload): FieldError[] {
     });
   });
   return errors;
-}
-
-/** Characters of JSON a batch's statement carries (about its bytes). */
-function jsonBytes(json: readonly ItemJson[]): number {
-  let size = 0;
-  for (const item of json) {
-    size += item.trace.length;
-    for (const event of item.events) size += event.length;
-    for (const payload of item.payloads) size += payload.length;
-  }
-  return size;
 }
 
 /**

@@ -98,17 +98,17 @@ const NEXT_STATE = `
        ELSE 'pending' END`;
 
 /**
- * Queues the analysis of the traces in the CTE `finished` (column `id`) that just reached
- * completed or errored, as two more CTEs of the statement that finalised them (a batch, or the
- * complete endpoint), runnable after `$<graceParam>` ms; `queued` returns the traces queued.
+ * Queues the analysis of the traces in the CTE `finished` (columns `id` and `agent_id`) that just
+ * reached completed or errored, as more CTEs of the statement that finalised them (batches, or
+ * the complete endpoint), runnable after `$<graceParam>` ms; `queued` returns the traces queued.
  *
  * A re-finalisation replaces a job waiting for a retry (`superseded`: the new job gets its full
  * attempts), and refreshes a job not tried yet (one analysis, after the grace, of the latest
  * state). `queued` reads `superseded` first, so the replaced job has left the one-pending index
- * when the insert looks for a conflict there. `in_line` gives the agent its place in the
+ * when the insert looks for a conflict there. `in_line` gives each agent its place in the
  * queue's turns (see CLAIM), once.
  */
-export function enqueueAnalysisSql(agentParam: string, graceParam: string): string {
+export function enqueueAnalysisSql(graceParam: string): string {
   return `
 superseded AS (
   UPDATE analysis_jobs
@@ -118,16 +118,16 @@ superseded AS (
 ),
 queued AS (
   INSERT INTO analysis_jobs (trace_id, agent_id, run_after)
-  SELECT f.id, ${agentParam}::text, now() + make_interval(secs => ${graceParam}::float8 / 1000)
+  SELECT f.id, f.agent_id, now() + make_interval(secs => ${graceParam}::float8 / 1000)
   FROM finished f
   WHERE (SELECT count(*) FROM superseded) >= 0
   ON CONFLICT (trace_id) WHERE state = 'pending'
   DO UPDATE SET run_after = EXCLUDED.run_after, updated_at = now()
-  RETURNING trace_id
+  RETURNING trace_id, agent_id
 ),
 in_line AS (
   INSERT INTO analysis_agents (agent_id)
-  SELECT ${agentParam}::text WHERE EXISTS (SELECT 1 FROM queued)
+  SELECT DISTINCT q.agent_id FROM queued q
   ON CONFLICT (agent_id) DO NOTHING
 )`;
 }

@@ -37,3 +37,14 @@ export function itemDocument(json: ItemJson): string {
   );
   return `{"trace":${json.trace},"events":[${events.join(',')}]}`;
 }
+
+/** Characters of JSON a batch's statement carries (about its bytes). */
+export function jsonBytes(json: readonly ItemJson[]): number {
+  let size = 0;
+  for (const item of json) {
+    size += item.trace.length;
+    for (const event of item.events) size += event.length;
+    for (const payload of item.payloads) size += payload.length;
+  }
+  return size;
+}

@@ -6,6 +6,7 @@ import type {
   TraceStatus,
 } from '@flightlog/protocol';
 import { ANALYSED_STATUSES, isIdentifier, isIsoDateTime } from '@flightlog/protocol';
+import { FlightlogError } from '../errors/flightlog-error.js';
 import { enqueueAnalysisSql } from './analysis-store.js';
 import {
   encodeEventCursor,
@@ -14,8 +15,17 @@ import {
   withinBytes,
   type EventPosition,
 } from './event-pages.js';
-import { toItemJson, type ItemJson } from './batch-json.js';
-import { ID_CONFLICT_PREFIX, IdConflictError } from './id-conflict.js';
+import { jsonBytes, toItemJson, type ItemJson } from './batch-json.js';
+import { BatchGroups, type GroupLimits, type GroupMember } from './batch-groups.js';
+import {
+  WRITE_BATCHES,
+  batchPartResults,
+  batchesParams,
+  type BatchPart,
+  type BatchPartResult,
+  type WriteBatchesRow,
+} from './batch-statement.js';
+import { IdConflictError } from './id-conflict.js';
 import { decodePageCursor, encodePageCursor } from './page-cursor.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import { caseInsensitiveLiteral } from './text-pattern.js';
@@ -102,154 +112,6 @@ const UNPREPARED = '-- planned for its values, never prepared\n';
 const ANALYSED = ANALYSED_STATUSES.map((status) => `'${status}'`).join(', ');
 
 /**
- * A batch (or, see writeBatch, one round of it) in one statement, so in one round trip and
- * atomic without BEGIN/COMMIT:
- *
- * 1. `claim` records the batch id ($6 true): for a batch id seen before, nothing else happens
- *    and `claimed` is false. A concurrent copy of the batch waits here for the first one.
- * 2. `written` upserts the trace snapshots in the order given ($7 is sorted by trace id, so
- *    two batches lock shared traces in the same order). A snapshot older than the stored one
- *    (fewer events, or running after the run ended) is skipped. A trace of another agent is
- *    "updated" too, only so that RETURNING reports its owner even when it was created after
- *    this statement's snapshot: the statement then fails (step 5), which undoes that update.
- * 3. `stored` upserts the events (after the traces: it reads `written`); a re-sent event of the
- *    same trace and agent is updated in place, an id used elsewhere is not returned.
- * 4. `finished`/`superseded`/`queued` queue the analysis of each trace this batch moved to a
- *    finished status (see enqueueAnalysisSql).
- * 5. The final SELECT casts 'flightlog-id-conflict:<pointer>' to an integer when a trace or an
- *    event id belongs to someone else (first by trace order, trace before its events): the
- *    error aborts the statement, so nothing at all is written (see id-conflict.ts). The cast
- *    depends on a row of `conflict`, so the planner cannot fold it into an error up front.
- *
- * Traces and events (all but their payloads) travel as JSON arrays ($7, $9: every text field
- * of theirs is storable text, see the protocol's STORABLE_TEXT), each with the index of its
- * item in the batch ($8, $11); payloads as one JSON array ($10) that only json_array_elements
- * reads, which keeps each payload's text as sent, with escapes (\u0000, lone surrogates)
- * PostgreSQL's other JSON functions would refuse. See batch-json.ts. Each event's index in its
- * item ($13) names it in a conflict's pointer.
- */
-const WRITE_BATCH = `
-WITH claim AS (
-  INSERT INTO accepted_batches (agent_id, batch_id, trace_id, item_count, event_count)
-  SELECT $1::text, $2::text, $3::text, $4::int, $5::int
-  WHERE $6::boolean
-  ON CONFLICT (agent_id, batch_id) DO NOTHING
-  RETURNING batch_id
-),
-go AS (SELECT NOT $6::boolean OR EXISTS (SELECT 1 FROM claim) AS ok),
-incoming AS (
-  SELECT t.*, t.unnest AS item, t.ordinality AS pos,
-         -- the agent deleted this run: a client still retrying must not write it back
-         EXISTS (SELECT 1 FROM trace_tombstones d
-                 WHERE d.trace_id = t.id AND d.agent_id = $1::text) AS dropped
-  FROM ROWS FROM (
-    json_to_recordset($7::json) AS (
-      id text, status text, "startedAt" timestamptz, "endedAt" timestamptz, "durationMs" float8,
-      "inputSummary" text, "outputSummary" text, "errorMessage" text, tags text[],
-      "eventCount" bigint, "totalTokens" bigint, "totalCostUsd" numeric, "totalLamports" numeric,
-      "chainTxCount" bigint, "toolsCalled" text[], "anchorSignature" text, "anchorSlot" numeric,
-      "merkleProof" text, "traceHash" text, "shareToken" text),
-    unnest($8::int[])) WITH ORDINALITY AS t
-),
-incoming_events AS (
-  SELECT e.*, e.value AS payload, e.unnest AS item
-  FROM ROWS FROM (
-    json_to_recordset($9::json) AS (
-      id text, "traceId" text, sequence bigint, type text, "startedAt" timestamptz,
-      "endedAt" timestamptz, "durationMs" float8, status text, "payloadEncrypted" boolean,
-      "parentEventId" text, "errorMessage" text),
-    json_array_elements($10::json),
-    unnest($11::int[]),
-    unnest($13::int[])) WITH ORDINALITY AS e(
-      id, "traceId", sequence, type, "startedAt", "endedAt", "durationMs", status,
-      "payloadEncrypted", "parentEventId", "errorMessage", value, unnest, "indexInItem",
-      ordinality)
-),
-written AS (
-  INSERT INTO traces (
-    id, agent_id, status, started_at, ended_at, duration_ms, input_summary, output_summary,
-    error_message, tags, event_count, total_tokens, total_cost_usd, total_lamports,
-    chain_tx_count, tools_called, anchor_signature, anchor_slot, merkle_proof, trace_hash,
-    share_token)
-  SELECT t.id, $1::text, t.status, t."startedAt", t."endedAt", t."durationMs", t."inputSummary",
-         t."outputSummary", t."errorMessage", t.tags, t."eventCount", t."totalTokens",
-         t."totalCostUsd", t."totalLamports", t."chainTxCount", t."toolsCalled",
-         t."anchorSignature", t."anchorSlot", t."merkleProof", t."traceHash", t."shareToken"
-  FROM incoming t
-  WHERE (SELECT ok FROM go) AND NOT t.dropped
-  ORDER BY t.pos
-  ON CONFLICT (id) DO UPDATE SET
-    status = EXCLUDED.status, started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,
-    duration_ms = EXCLUDED.duration_ms, input_summary = EXCLUDED.input_summary,
-    output_summary = EXCLUDED.output_summary, error_message = EXCLUDED.error_message,
-    tags = EXCLUDED.tags, event_count = EXCLUDED.event_count,
-    total_tokens = EXCLUDED.total_tokens, total_cost_usd = EXCLUDED.total_cost_usd,
-    total_lamports = EXCLUDED.total_lamports, chain_tx_count = EXCLUDED.chain_tx_count,
-    tools_called = EXCLUDED.tools_called, anchor_signature = EXCLUDED.anchor_signature,
-    anchor_slot = EXCLUDED.anchor_slot, merkle_proof = EXCLUDED.merkle_proof,
-    trace_hash = EXCLUDED.trace_hash,
-    -- set from the dashboard: a client snapshot (always null) must not unshare the trace
-    share_token = COALESCE(EXCLUDED.share_token, traces.share_token),
-    timed_out_at = NULL,
-    updated_at = now()
-  -- another agent's trace: reported below, and the statement fails; never an older snapshot
-  -- (fewer events, or running again after the run ended, unless the sweeper ended it: the
-  -- client's word that it is alive wins over the sweeper's guess that it was abandoned)
-  WHERE traces.agent_id <> EXCLUDED.agent_id
-     OR (EXCLUDED.event_count >= traces.event_count
-         AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running'
-                  AND traces.timed_out_at IS NULL))
-  -- the subquery reads the statement's snapshot: the row before this write (null when new)
-  RETURNING traces.id, traces.agent_id, traces.status,
-            (SELECT t0.status FROM traces t0 WHERE t0.id = traces.id) AS previous_status
-),
-stored AS (
-  INSERT INTO events (
-    id, trace_id, agent_id, sequence, type, started_at, ended_at, duration_ms, status, payload,
-    payload_encrypted, parent_event_id, error_message)
-  SELECT e.id, e."traceId", $1::text, e.sequence, e.type, e."startedAt", e."endedAt",
-         e."durationMs", e.status, e.payload, e."payloadEncrypted", e."parentEventId",
-         e."errorMessage"
-  FROM incoming_events e
-  WHERE (SELECT ok FROM go) AND (SELECT count(*) FROM written) >= 0
-    AND NOT EXISTS (SELECT 1 FROM incoming t WHERE t.item = e.item AND t.dropped)
-  ON CONFLICT (id) DO UPDATE SET
-    sequence = EXCLUDED.sequence, type = EXCLUDED.type, started_at = EXCLUDED.started_at,
-    ended_at = EXCLUDED.ended_at, duration_ms = EXCLUDED.duration_ms, status = EXCLUDED.status,
-    payload = EXCLUDED.payload, payload_encrypted = EXCLUDED.payload_encrypted,
-    parent_event_id = EXCLUDED.parent_event_id, error_message = EXCLUDED.error_message
-  -- a re-sent event of the same trace is updated in place; an id used elsewhere is refused
-  WHERE events.agent_id = EXCLUDED.agent_id AND events.trace_id = EXCLUDED.trace_id
-  RETURNING id
-),
-finished AS (
-  SELECT w.id FROM written w
-  WHERE w.agent_id = $1::text AND w.status IN (${ANALYSED})
-    AND (w.previous_status IS NULL OR w.previous_status NOT IN (${ANALYSED}))
-),
-${enqueueAnalysisSql('$1', '$12')},
-conflict AS (
-  SELECT c.pointer FROM (
-    SELECT t.pos, 0 AS k, '/items/' || t.item || '/trace/id' AS pointer
-    FROM written w JOIN incoming t ON t.id = w.id
-    WHERE w.agent_id <> $1::text
-    UNION ALL
-    -- each event's index in its item travels with it ($13): counting what precedes it here
-    -- would cost the square of the batch, and a batch of re-sent ids is all conflicts
-    SELECT t.pos, e.ordinality, '/items/' || e.item || '/events/' || e."indexInItem" || '/id'
-    FROM incoming_events e JOIN incoming t ON t.item = e.item
-    WHERE (SELECT ok FROM go) AND NOT t.dropped
-      AND NOT EXISTS (SELECT 1 FROM stored s WHERE s.id = e.id)
-  ) c
-  ORDER BY c.pos, c.k
-  LIMIT 1
-)
-SELECT (SELECT ok FROM go) AS claimed,
-       (SELECT count(*) FROM queued)::int AS queued,
-       (SELECT array_agg(t.id) FROM incoming t WHERE t.dropped) AS dropped,
-       (SELECT ('${ID_CONFLICT_PREFIX}' || c.pointer)::int FROM conflict c) AS refused`;
-
-/**
  * The complete endpoint in one statement: `target` locks the trace (its newest version), the
  * update applies the body unless it would end the run before it started, and a run finalised
  * as completed or errored is queued for analysis (see enqueueAnalysisSql). Absent summary
@@ -278,8 +140,9 @@ updated AS (
   WHERE t.id = target.id AND NOT target.ends_before_start
   RETURNING ${TRACE_COLUMNS}
 ),
-finished AS (SELECT u.id FROM updated u WHERE u.status IN (${ANALYSED})),
-${enqueueAnalysisSql('$2', '$9')}
+finished AS (
+  SELECT u.id, u."agentId" AS agent_id FROM updated u WHERE u.status IN (${ANALYSED})),
+${enqueueAnalysisSql('$9')}
 SELECT EXISTS (SELECT 1 FROM target) AS found,
        COALESCE((SELECT ends_before_start FROM target), false) AS "endsBeforeStart",
        (SELECT count(*) FROM queued)::int AS queued,
@@ -294,12 +157,6 @@ FROM unnest($1::text[]) WITH ORDINALITY AS u(id, n)
 ORDER BY u.n`;
 
 type CompleteTraceRow = TraceRow & { found: boolean; endsBeforeStart: boolean; queued: number };
-
-interface WriteBatchRow {
-  claimed: boolean;
-  queued: number;
-  dropped: string[] | null;
-}
 
 const CONSUME_VERIFY_TOKEN = `
 WITH consumed AS (
@@ -331,44 +188,45 @@ function roundsOf(items: readonly BufferBatchItem[]): number[][] {
   return rounds;
 }
 
-/** Parameters of WRITE_BATCH for the items of one round (indexes into `write.items`). */
-function writeParams(
-  write: BatchWrite,
-  json: readonly ItemJson[],
-  round: readonly number[],
-  claim: boolean,
-): unknown[] {
-  const { items } = write;
-  const traces: string[] = [];
-  const events: string[] = [];
-  const payloads: string[] = [];
-  const eventItems: number[] = [];
-  const indexesInItem: number[] = [];
-  for (const item of round) {
-    const { trace, events: itemEvents, payloads: itemPayloads } = json[item] as ItemJson;
-    traces.push(trace);
-    events.push(...itemEvents);
-    payloads.push(...itemPayloads);
-    for (let j = 0; j < itemEvents.length; j++) {
-      eventItems.push(item);
-      indexesInItem.push(j);
-    }
-  }
-  return [
-    write.agentId,
-    write.batchId,
-    (items[0] as BufferBatchItem).trace.id,
-    items.length,
-    items.reduce((n, i) => n + i.events.length, 0),
-    claim,
-    `[${traces.join(',')}]`,
-    round,
-    `[${events.join(',')}]`,
-    `[${payloads.join(',')}]`,
-    eventItems,
-    write.analysisGraceMs,
-    indexesInItem,
-  ];
+/** A batch's part of a statement, with the analysis grace the statement needs. */
+interface GroupedPart extends BatchPart {
+  analysisGraceMs: number;
+}
+
+/** A batch waiting for its group (see BatchGroups), and how to answer its request. */
+interface WaitingBatch extends GroupMember {
+  part: GroupedPart;
+  resolve: (outcome: BatchWriteOutcome) => void;
+  reject: (error: unknown) => void;
+}
+
+/** Writes `parts` in one WRITE_BATCHES statement; throws IdConflictError as the statement does. */
+async function writeParts(
+  sql: SqlExecutor,
+  parts: readonly BatchPart[],
+  { analysisGraceMs }: { analysisGraceMs: number },
+): Promise<BatchPartResult[]> {
+  const [row] = await sql.query<WriteBatchesRow>(
+    WRITE_BATCHES,
+    batchesParams(parts, analysisGraceMs),
+  );
+  if (!row) throw new Error('the batch statement returned no row');
+  return batchPartResults(row, parts.length);
+}
+
+/** The answer a batch id accepted before got the first time. */
+async function duplicateOf(
+  sql: SqlExecutor,
+  agentId: string,
+  batchId: string,
+): Promise<BatchWriteOutcome> {
+  const [original] = await sql.query<{ traceId: string; verify: VerifyOutcome | null }>(
+    `SELECT trace_id AS "traceId", verify_outcome AS verify FROM accepted_batches
+     WHERE agent_id = $1 AND batch_id = $2`,
+    [agentId, batchId],
+  );
+  if (!original) throw new Error('a batch id was taken but has no row');
+  return { kind: 'duplicate', traceId: original.traceId, verify: original.verify };
 }
 
 /** Cursor of the trace list: the last row's start time (microseconds, UTC) and id. */
@@ -386,7 +244,24 @@ export class TraceStore {
   /** The search statement under way (PGlite), which the next one waits for: see searchInTurn. */
   private searchTurn: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly sql: SqlClient) {}
+  /** Group commit, when on (see BatchGroups); off inside a transaction of the caller's. */
+  private readonly groups: BatchGroups<WaitingBatch> | undefined;
+  /** Statements that wrote more than one batch, and the batches they wrote. */
+  groupCommits = 0;
+  groupedBatches = 0;
+  /** Groups that failed and were written again one batch at a time. */
+  groupFallbacks = 0;
+
+  constructor(
+    private readonly sql: SqlClient,
+    options: { groups?: GroupLimits } = {},
+  ) {
+    const limits = options.groups;
+    this.groups =
+      limits && limits.maxBatches > 1
+        ? new BatchGroups<WaitingBatch>(limits, (group) => this.writeGroup(group))
+        : undefined;
+  }
 
   /**
    * On PGlite, runs a search statement once the one before it has finished and the event loop
@@ -409,34 +284,38 @@ export class TraceStore {
 
   /**
    * Applies one batch, all or nothing. A batch whose items name distinct traces (almost all)
-   * is one statement, one round trip. One with several snapshots of a trace is written in
-   * rounds (see roundsOf), and one with a verify token also consumes it: those few run the
-   * same statement per round in one transaction.
+   * is one statement, one round trip; with group commit on (see BatchGroups) it may share that
+   * statement, and its commit, with the batches that arrived while the store was busy. One with
+   * several snapshots of a trace is written in rounds (see roundsOf), and one with a verify token
+   * also consumes it: those few run the statement per round in one transaction of their own.
    */
   async writeBatch(write: BatchWrite): Promise<BatchWriteOutcome> {
     const rounds = roundsOf(write.items);
     const json = write.json ?? write.items.map(toItemJson);
+    if (rounds.length === 1 && !write.verify) {
+      const part = this.partOf(write, json, rounds[0] as number[], true);
+      if (!this.groups) return this.writeAlone(part);
+      return new Promise<BatchWriteOutcome>((resolve, reject) =>
+        this.groups?.add({
+          part,
+          traceIds: part.round.map((i) => (write.items[i] as BufferBatchItem).trace.id),
+          batchKey: `${write.agentId}\u0000${write.batchId}`,
+          bytes: jsonBytes(json),
+          resolve,
+          reject,
+        }),
+      );
+    }
     const traceId = (write.items[0] as BufferBatchItem).trace.id;
     try {
-      if (rounds.length === 1 && !write.verify) {
-        const row = await this.writeRound(this.sql, write, json, rounds[0] as number[], true);
-        if (!row.claimed) return await this.duplicateOf(this.sql, write.agentId, write.batchId);
-        return {
-          kind: 'accepted',
-          traceId,
-          verify: null,
-          analysisQueued: row.queued > 0,
-          droppedTraceIds: row.dropped ?? [],
-        };
-      }
       return await this.sql.transaction(async (tx) => {
         let analysisQueued = false;
         const dropped = new Set<string>();
         for (const [n, round] of rounds.entries()) {
-          const row = await this.writeRound(tx, write, json, round, n === 0);
-          if (!row.claimed) return this.duplicateOf(tx, write.agentId, write.batchId);
-          analysisQueued ||= row.queued > 0;
-          for (const id of row.dropped ?? []) dropped.add(id);
+          const [result] = await writeParts(tx, [this.partOf(write, json, round, n === 0)], write);
+          if (!result?.claimed) return duplicateOf(tx, write.agentId, write.batchId);
+          analysisQueued ||= result.analysisQueued;
+          for (const id of result.droppedTraceIds) dropped.add(id);
         }
         const verify = write.verify ? await this.consumeVerifyToken(tx, write) : null;
         return {
@@ -453,17 +332,86 @@ export class TraceStore {
     }
   }
 
-  private async writeRound(
-    sql: SqlExecutor,
+  private partOf(
     write: BatchWrite,
     json: readonly ItemJson[],
     round: readonly number[],
     claim: boolean,
-  ): Promise<WriteBatchRow> {
-    const params = writeParams(write, json, round, claim);
-    const [row] = await sql.query<WriteBatchRow>(WRITE_BATCH, params);
-    if (!row) throw new Error('the batch statement returned no row');
-    return row;
+  ): GroupedPart {
+    return {
+      agentId: write.agentId,
+      batchId: write.batchId,
+      items: write.items,
+      json,
+      round,
+      claim,
+      analysisGraceMs: write.analysisGraceMs,
+    };
+  }
+
+  /** One batch in one statement of its own. */
+  private async writeAlone(part: GroupedPart): Promise<BatchWriteOutcome> {
+    try {
+      const [result] = await writeParts(this.sql, [part], part);
+      return await this.outcomeOf(part, result as BatchPartResult);
+    } catch (error) {
+      if (error instanceof IdConflictError) return { kind: 'id-conflict', pointer: error.pointer };
+      throw error;
+    }
+  }
+
+  /**
+   * Writes a group in one statement and settles each member. A group that fails (an id of
+   * another owner in one of its batches, a value the database refuses, a deadlock given up) is
+   * written again one batch at a time, so only the batch at fault gets the failure, as alone;
+   * an unreachable store fails them all (alone they would fail the same way).
+   */
+  private async writeGroup(group: readonly WaitingBatch[]): Promise<void> {
+    if (group.length === 1) {
+      const [member] = group as [WaitingBatch];
+      await this.writeAlone(member.part).then(member.resolve, member.reject);
+      return;
+    }
+    let results: BatchPartResult[];
+    try {
+      results = await writeParts(
+        this.sql,
+        group.map((m) => m.part),
+        // every member was given the server's one analysis grace
+        (group[0] as WaitingBatch).part,
+      );
+    } catch (error) {
+      if (error instanceof FlightlogError && error.code === 'store-unavailable') {
+        for (const member of group) member.reject(error);
+        return;
+      }
+      this.groupFallbacks += 1;
+      await Promise.all(
+        group.map((member) => this.writeAlone(member.part).then(member.resolve, member.reject)),
+      );
+      return;
+    }
+    this.groupedBatches += group.length;
+    this.groupCommits += 1;
+    await Promise.all(
+      group.map((member, i) =>
+        this.outcomeOf(member.part, results[i] as BatchPartResult).then(
+          member.resolve,
+          member.reject,
+        ),
+      ),
+    );
+  }
+
+  private async outcomeOf(part: GroupedPart, result: BatchPartResult): Promise<BatchWriteOutcome> {
+    if (!result.claimed) return duplicateOf(this.sql, part.agentId, part.batchId);
+    return {
+      kind: 'accepted',
+      traceId: (part.items[0] as BufferBatchItem).trace.id,
+      verify: null,
+      analysisQueued: result.analysisQueued,
+      droppedTraceIds: result.droppedTraceIds,
+    };
   }
 
   private async consumeVerifyToken(tx: SqlExecutor, write: BatchWrite): Promise<VerifyOutcome> {
@@ -595,20 +543,6 @@ export class TraceStore {
       if (first) return `/items/${first.i}/events/${first.j}/id`;
     }
     return foreignTrace < 0 ? null : `/items/${foreignTrace}/trace/id`;
-  }
-
-  private async duplicateOf(
-    tx: SqlExecutor,
-    agentId: string,
-    batchId: string,
-  ): Promise<BatchWriteOutcome> {
-    const [original] = await tx.query<{ traceId: string; verify: VerifyOutcome | null }>(
-      `SELECT trace_id AS "traceId", verify_outcome AS verify FROM accepted_batches
-       WHERE agent_id = $1 AND batch_id = $2`,
-      [agentId, batchId],
-    );
-    if (!original) throw new Error('a batch id was taken but has no row');
-    return { kind: 'duplicate', traceId: original.traceId, verify: original.verify };
   }
 
   /** Finalises a trace owned by `agentId` (the complete endpoint). */
