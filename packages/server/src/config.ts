@@ -23,6 +23,12 @@ export interface Config {
   databasePoolSize: number;
   /** PostgreSQL statement deadline (`DATABASE_STATEMENT_TIMEOUT_MS`); silence is given up 2 s later. */
   databaseStatementTimeoutMs: number;
+  /**
+   * Group commit (`INGEST_GROUP_MAX_BATCHES`, `INGEST_GROUP_CONCURRENCY`): batches that arrive
+   * while `concurrency` batch statements are under way are written together, up to `maxBatches`
+   * in one statement (1: each alone). Concurrency defaults to the engine's (see open-store.ts).
+   */
+  ingestGroup: { maxBatches: number; concurrency?: number };
   redisUrl: string | undefined;
   adminToken: string | undefined;
   /**
@@ -375,6 +381,12 @@ export function loadConfig(env: Env = process.env): Config {
     databaseSchema: schema,
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),
     databaseStatementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 100, 600_000),
+    ingestGroup: {
+      maxBatches: integer(env, 'INGEST_GROUP_MAX_BATCHES', 32, 1, 1_000),
+      ...(text(env, 'INGEST_GROUP_CONCURRENCY') === undefined
+        ? {}
+        : { concurrency: integer(env, 'INGEST_GROUP_CONCURRENCY', 1, 1, 1_000) }),
+    },
     redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
     adminToken,
     agentCreators: agentCreators(env),

@@ -32,6 +32,7 @@ export async function startServer(
     ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
     poolSize: config.databasePoolSize,
     statementTimeoutMs: config.databaseStatementTimeoutMs,
+    ingestGroup: config.ingestGroup,
   });
   let built: FlightlogApp;
   let logBusError: (error: unknown) => void = () => {};

@@ -25,9 +25,24 @@ export interface StoreOptions {
    * answer at all is given up 2 s after it. Default 10000.
    */
   statementTimeoutMs?: number;
+  /**
+   * Group commit of ingest batches (see batch-groups.ts); off when absent. Concurrency defaults
+   * to GROUP_CONCURRENCY of the engine.
+   */
+  ingestGroup?: { maxBatches: number; concurrency?: number };
   /** Apply pending migrations on open (the server does; `flightlog migrate` does explicitly). */
   migrate?: boolean;
 }
+
+/** The most JSON one group's statement carries; a batch past it goes alone. */
+const GROUP_MAX_BYTES = 1024 * 1024;
+
+/**
+ * Batch statements under way at once before arrivals wait to be grouped: PostgreSQL runs a few
+ * side by side (each on a connection of its own); PGlite runs one statement at a time anyway,
+ * so what arrives during one statement is the next one's group.
+ */
+const GROUP_CONCURRENCY: Record<StoreEngine, number> = { postgres: 4, pglite: 1 };
 
 /** The trace store: one SQL client and the repositories built on it. */
 export interface Store {
@@ -64,7 +79,18 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   return {
     engine: sql.engine,
     sql,
-    traces: new TraceStore(sql),
+    traces: new TraceStore(
+      sql,
+      options.ingestGroup
+        ? {
+            groups: {
+              maxBatches: options.ingestGroup.maxBatches,
+              concurrency: options.ingestGroup.concurrency ?? GROUP_CONCURRENCY[sql.engine],
+              maxBytes: GROUP_MAX_BYTES,
+            },
+          }
+        : {},
+    ),
     agents: new AgentStore(sql),
     analysis: new AnalysisStore(sql),
     stats: new StatsStore(sql),

@@ -71,6 +71,7 @@ export async function startTestServer(
     ...(config.databaseUrl ? { databaseUrl: config.databaseUrl } : {}),
     ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
     poolSize: 4,
+    ingestGroup: config.ingestGroup,
   });
   const liveRedisPrefix =
     options.shareWith?.liveRedisPrefix ?? `flightlog-test:${randomBytes(6).toString('hex')}:`;
