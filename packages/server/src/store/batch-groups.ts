@@ -6,6 +6,13 @@ export interface GroupLimits {
   maxBytes: number;
   /** Groups written at once; batches arriving meanwhile wait and form the next groups. */
   concurrency: number;
+  /**
+   * Writers start after the event loop's current turn, so the batches whose requests were read in
+   * that turn form one group even when the store is idle. For an engine that runs its statement
+   * on the event loop (PGlite): one statement runs to its end before the next request is read, so
+   * no batch would ever wait to be grouped, and each would pay a commit (an fsync) of its own.
+   */
+  gatherTurn?: boolean;
 }
 
 /** A batch waiting for its group: what grouping needs to know of it. */
@@ -28,6 +35,7 @@ export interface GroupMember {
 export class BatchGroups<Member extends GroupMember> {
   private readonly waiting: Member[] = [];
   private writing = 0;
+  private pumpScheduled = false;
 
   constructor(
     private readonly limits: GroupLimits,
@@ -42,7 +50,13 @@ export class BatchGroups<Member extends GroupMember> {
 
   add(member: Member): void {
     this.waiting.push(member);
-    this.pump();
+    if (!this.limits.gatherTurn) return this.pump();
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    setImmediate(() => {
+      this.pumpScheduled = false;
+      this.pump();
+    });
   }
 
   private pump(): void {

@@ -87,6 +87,8 @@ export async function openStore(options: StoreOptions): Promise<Store> {
               maxBatches: options.ingestGroup.maxBatches,
               concurrency: options.ingestGroup.concurrency ?? GROUP_CONCURRENCY[sql.engine],
               maxBytes: GROUP_MAX_BYTES,
+              // PGlite runs each statement on the event loop (see batch-groups.ts)
+              gatherTurn: sql.engine === 'pglite',
             },
           }
         : {},

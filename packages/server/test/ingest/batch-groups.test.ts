@@ -13,7 +13,12 @@ const member = (name: string, traceIds: string[] = [name], bytes = 10, batchKey 
 });
 
 /** BatchGroups with writes the test finishes by hand. */
-function groupsOf(limits: { maxBatches?: number; maxBytes?: number; concurrency?: number }) {
+function groupsOf(limits: {
+  maxBatches?: number;
+  maxBytes?: number;
+  concurrency?: number;
+  gatherTurn?: boolean;
+}) {
   const written: string[][] = [];
   const finish: (() => void)[] = [];
   const groups = new BatchGroups<Member>(
@@ -100,5 +105,13 @@ describe('group commit gathers what arrives while the store is busy', () => {
     groups.add(member('b'));
     await new Promise((resolve) => setImmediate(resolve));
     expect(written).toEqual([['a'], ['b']]);
+  });
+
+  it('gathering a turn: batches read in one turn of the event loop form one group, the store idle', async () => {
+    const { groups, written } = groupsOf({ gatherTurn: true, maxBatches: 10 });
+    for (const name of ['a', 'b', 'c']) groups.add(member(name));
+    expect(written).toEqual([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(written).toEqual([['a', 'b', 'c']]);
   });
 });
