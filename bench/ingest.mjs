@@ -48,7 +48,8 @@
 //      also pglite-process-crash),
 //      BENCH_MIXES (large,small), BENCH_SERVER_POOL_SIZE (the server's DATABASE_POOL_SIZE; its own
 //      default when unset), BENCH_SERVER_NODE_ARGS (extra node flags for the server, e.g.
-//      "--cpu-prof --cpu-prof-dir=/tmp/p")
+//      "--cpu-prof --cpu-prof-dir=/tmp/p"), BENCH_SERVER_ENV (K=V,K=V: extra server environment,
+//      e.g. INGEST_GROUP_MAX_BATCHES=1 to measure without group commit)
 
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -108,6 +109,14 @@ const CFG = {
   engines: list('BENCH_ENGINES', 'postgres,pglite', ['postgres', 'pglite', 'pglite-process-crash']),
   mixes: list('BENCH_MIXES', 'large,small', Object.keys(MIXES)),
   serverPoolSize: envNumber('BENCH_SERVER_POOL_SIZE', 0, 0, 1000) || null,
+  // extra environment for the server, e.g. INGEST_GROUP_MAX_BATCHES=1 (group commit off)
+  serverEnv: Object.fromEntries(
+    (process.env.BENCH_SERVER_ENV ?? '')
+      .split(',')
+      .map((pair) => pair.trim())
+      .filter((pair) => pair.includes('='))
+      .map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]),
+  ),
   connections: 16,
   dbConnections: 8,
   targetRatio: 0.8,
@@ -712,6 +721,7 @@ async function benchEngine(engine, bare) {
       serverEnv = { DATA_DIR: dir, DATA_DIR_DURABILITY: durabilityOf(engine) };
     }
     if (CFG.serverPoolSize) serverEnv.DATABASE_POOL_SIZE = String(CFG.serverPoolSize);
+    Object.assign(serverEnv, CFG.serverEnv);
     const baseline = await openBaseline(engine, tag);
     lifecycle.onCleanup(() => baseline.close());
     result.baselineKind = baseline.kind;
