@@ -1,5 +1,5 @@
 // The suite's summary (run-all.mjs): one row per figure, with its same-run baseline, the ratio
-// service / baseline, the target and whether it is met, drawn from the four benchmarks' own
+// service / baseline, the target and whether it is met, drawn from the benchmarks' own
 // result files; the text table; and bench/results/latest.svg, a small chart written by hand.
 
 import { textTable } from './support.mjs';
@@ -351,6 +351,46 @@ function instrumentationsRows(json) {
   return rows;
 }
 
+function otlpRows(json) {
+  const rows = [];
+  const benchmark = 'otlp';
+  const targetRatio = json.config?.targetRatio ?? 0.8;
+  const spans = json.config?.spansPerTrace ?? 20;
+  for (const [engine, r] of Object.entries(json.engines ?? {})) {
+    const label = ENGINE_LABEL[engine] ?? engine;
+    if (r.skipped || !r.median) {
+      rows.push(row({ benchmark, figure: `${label}: not measured`, note: r.skipped ?? r.error }));
+      continue;
+    }
+    const baseline = r.median.batch?.spansPerSec;
+    for (const [side, encoding] of [
+      ['otlp-protobuf', 'protobuf'],
+      ['otlp-json', 'JSON'],
+    ]) {
+      const m = r.median[side];
+      if (!m) continue;
+      rows.push(
+        row({
+          benchmark,
+          figure: `${label}: OTLP ${encoding} spans/s vs the same as batches, events/s`,
+          value: m.spansPerSec,
+          unit: '/s',
+          baseline,
+          baselineLabel: `POST /v1/traces/batch, ${spans} events a batch`,
+          ...(side === 'otlp-protobuf'
+            ? {
+                target: `ratio >= ${targetRatio}`,
+                meets: (v) => v / baseline >= targetRatio,
+                note: `load average ${r.loadAvgBefore?.[0]}–${r.loadAvgAfter?.[0]} during the run`,
+              }
+            : {}),
+        }),
+      );
+    }
+  }
+  return rows;
+}
+
 export const SUMMARISE = {
   ingest: ingestRows,
   live: liveRows,
@@ -358,6 +398,7 @@ export const SUMMARISE = {
   analysis: analysisRows,
   instrumentations: instrumentationsRows,
   dashboard: dashboardRows,
+  otlp: otlpRows,
 };
 
 // ---------------------------------------------------------------------------------------------

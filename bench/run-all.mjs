@@ -1,5 +1,5 @@
 // The benchmark suite (`npm run bench`): runs ingest.mjs, live.mjs, client.mjs, analysis.mjs,
-// instrumentations.mjs and dashboard.mjs
+// instrumentations.mjs, dashboard.mjs and otlp.mjs
 // one after the other as child processes, each with bounded durations, each with its baselines
 // in the same run (see each file), then prints one summary table (figure, value, baseline, ratio,
 // target, met) and writes the figures to bench/results/latest.json (and as a Markdown table to
@@ -33,8 +33,8 @@ const SUITE_TIMEOUT = envNumber('BENCH_SUITE_TIMEOUT_SECONDS', 1200, 60, 7200);
 
 /**
  * The benchmarks, in order, with the suite's defaults (chosen so the whole suite stays under
- * 10 minutes on a 2-core machine: ~5 min ingest, ~1.5 min live, ~0.7 min client, ~1.5 min
- * analysis) and the quick smoke-run settings.
+ * 13 minutes on a 2-core machine: ~5 min ingest, ~1.5 min live, ~0.7 min client, ~1.5 min
+ * analysis, ~2.5 min otlp) and the quick smoke-run settings.
  */
 const BENCHMARKS = [
   {
@@ -68,6 +68,12 @@ const BENCHMARKS = [
     defaults: { BENCH_BATCHES: '200', BENCH_ROUNDS: '3' },
     quick: { BENCH_BATCHES: '50', BENCH_ROUNDS: '1', BENCH_RUNS: '10000' },
   },
+  {
+    // ~2.5 min: 3 sides x (1 + 3 x 4 s) per engine, plus start-up and body building
+    name: 'otlp',
+    defaults: { BENCH_SECONDS: '4', BENCH_ROUNDS: '3', BENCH_WARMUP_SECONDS: '1' },
+    quick: { BENCH_SECONDS: '1', BENCH_ROUNDS: '1', BENCH_WARMUP_SECONDS: '1' },
+  },
 ];
 
 const only = process.env.BENCH_ONLY?.trim()
@@ -89,7 +95,7 @@ function envFor(bench) {
     Object.entries(env).filter(
       ([name]) =>
         /^BENCH_[A-Z_]+$/.test(name) &&
-        !/^BENCH_(INGEST|LIVE|CLIENT|ANALYSIS|INSTRUMENTATIONS|DASHBOARD)_/.test(name) &&
+        !/^BENCH_(INGEST|LIVE|CLIENT|ANALYSIS|INSTRUMENTATIONS|DASHBOARD|OTLP)_/.test(name) &&
         !['BENCH_ONLY', 'BENCH_QUICK', 'BENCH_SUITE_TIMEOUT_SECONDS'].includes(name) &&
         !/URL$/.test(name),
     ),

@@ -1,5 +1,6 @@
-// Shared by the benchmarks (ingest.mjs, live.mjs, analysis.mjs, client.mjs, run-all.mjs):
-// synthetic batches, loopback helpers, stats, child processes, result files.
+// Shared by the benchmarks (ingest.mjs, live.mjs, analysis.mjs, client.mjs, otlp.mjs,
+// run-all.mjs): synthetic batches and texts, loopback helpers, stats, child processes, result
+// files.
 
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -50,8 +51,8 @@ function sentence(chars) {
   }
   return `${text.slice(0, chars - 1)}.`;
 }
-const TEXTS = Array.from({ length: 2048 }, () => sentence(380 + Math.floor(rand() * 40)));
-const MODELS = ['gpt-4o-mini', 'gpt-4o', 'claude-sonnet-4', 'llama-3.1-70b'];
+export const TEXTS = Array.from({ length: 2048 }, () => sentence(380 + Math.floor(rand() * 40)));
+export const MODELS = ['gpt-4o-mini', 'gpt-4o', 'claude-sonnet-4', 'llama-3.1-70b'];
 
 /**
  * Makes `makeItem(agentId, eventCount = eventsPerBatch)`: one BufferBatchItem (a trace snapshot)

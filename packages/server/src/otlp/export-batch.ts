@@ -12,7 +12,8 @@ import { addCosts, addTokens, addTools } from './trace-totals.js';
  *
  * - a span already stored for this trace (an exporter's retry) is skipped: stored once;
  * - new events are numbered after the stored ones (`sequence` = arrival order; within one export
- *   by start time), so numbers never repeat and never move;
+ *   by start time, a parent before its child when they start together), so numbers never repeat
+ *   and never move;
  * - the trace's totals are the stored ones plus the new events' (trace-totals.ts), and its
  *   `eventCount` grows by exactly the events added, so every snapshot is at least as new as the
  *   stored one (the store never takes an older one);
@@ -104,16 +105,49 @@ function spanName(span: MappedSpan): string {
   return typeof otel?.spanName === 'string' ? otel.spanName : span.event.id;
 }
 
-const byStart = (a: MappedSpan, b: MappedSpan) =>
-  a.startNanos < b.startNanos
-    ? -1
-    : a.startNanos > b.startNanos
-      ? 1
-      : a.event.id < b.event.id
-        ? -1
-        : a.event.id > b.event.id
-          ? 1
-          : 0;
+/**
+ * How many of its ancestors each span has in the same export. Start times tie often: the OTel JS
+ * SDK stamps a span's start with Date.now(), to the millisecond, and a generation, its first
+ * model call and the tool call after it can all start in the same one. Among spans that start
+ * together, a parent is numbered before its child. A parent chain that loops (only a forged
+ * export has one) is cut after as many steps as there are spans.
+ */
+function depthsInExport(spans: readonly MappedSpan[]): Map<string, number> {
+  const parentOf = new Map<string, string | null>();
+  for (const span of spans) parentOf.set(span.event.id, span.event.parentEventId ?? null);
+  const depth = new Map<string, number>();
+  for (const span of spans) {
+    const path: string[] = [];
+    let id: string | null = span.event.id;
+    let base = -1;
+    while (id !== null && parentOf.has(id) && path.length <= spans.length) {
+      const known = depth.get(id);
+      if (known !== undefined) {
+        base = known;
+        break;
+      }
+      path.push(id);
+      id = parentOf.get(id) ?? null;
+    }
+    for (let i = path.length - 1; i >= 0; i--)
+      if (!depth.has(path[i]!)) depth.set(path[i]!, ++base);
+  }
+  return depth;
+}
+
+/**
+ * The order events are numbered in: by start time; among spans that start together, ancestors
+ * first, then the export's own order (the order the exporter's spans ended: the SDK's batch
+ * processor sends them as they end).
+ */
+function inNumberingOrder(spans: MappedSpan[]): MappedSpan[] {
+  const depth = depthsInExport(spans);
+  const depthOf = (span: MappedSpan) => depth.get(span.event.id) ?? 0;
+  // Array.prototype.sort is stable: equal keys keep the export's order
+  return spans.sort((a, b) =>
+    a.startNanos < b.startNanos ? -1 : a.startNanos > b.startNanos ? 1 : depthOf(a) - depthOf(b),
+  );
+}
 
 /**
  * The batch items of an export for `agentId`: one per trace that gains events. `stored` holds
@@ -154,7 +188,7 @@ export function exportBatch(
       else count(rejected, 'span-id-in-use', 1);
     }
     if (fresh.length === 0) continue;
-    fresh.sort(byStart);
+    inNumberingOrder(fresh);
     // one item holds at most this many events (the batch schema's limit); exporters send 512
     const room = BATCH_LIMITS.maxEventsPerItem;
     count(rejected, 'too-many-spans', fresh.length - room);

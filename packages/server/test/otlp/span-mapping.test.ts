@@ -31,6 +31,8 @@ interface SpanSpec {
   id?: string;
   kind?: number;
   status?: { code: number; message?: string };
+  /** Start in ms after the export's first instant (default: the span's index). */
+  startMs?: number;
 }
 
 function request(specs: SpanSpec[], service = 'agent'): ExportTraceServiceRequest {
@@ -47,7 +49,9 @@ function request(specs: SpanSpec[], service = 'agent'): ExportTraceServiceReques
               ...(spec.parent ? { parentSpanId: spec.parent } : {}),
               name: spec.name,
               kind: spec.kind ?? 1,
-              startTimeUnixNano: String(1_794_909_600_000_000_000n + BigInt(i) * 1_000_000n),
+              startTimeUnixNano: String(
+                1_794_909_600_000_000_000n + BigInt(spec.startMs ?? i) * 1_000_000n,
+              ),
               endTimeUnixNano: String(1_794_909_601_000_000_000n + BigInt(i) * 1_000_000n),
               attributes: Object.entries(spec.attributes ?? {}).map(([key, value]) => ({
                 key,
@@ -252,6 +256,38 @@ describe('the Vercel AI SDK (ai.* attributes, AI SDK 4 to 6)', () => {
       totalTokens: 15,
       toolsCalled: ['weather'],
     });
+  });
+});
+
+describe('sequence numbers within one export', () => {
+  it('spans that start in the same millisecond: parents first, then in the order they ended', () => {
+    // as the OTel JS SDK sends an instant generateText: start times to the ms, in end order;
+    // span ids chosen so that ordering by id would put the root last
+    const root = 'f'.repeat(16);
+    const { events } = mapped([
+      { id: '0000000000000003', name: 'model call 1', parent: root, startMs: 0 },
+      { id: '0000000000000002', name: 'tool call', parent: root, startMs: 0 },
+      { id: '0000000000000004', name: 'tool detail', parent: '0000000000000002', startMs: 0 },
+      { id: '0000000000000001', name: 'model call 2', parent: root, startMs: 1 },
+      { id: root, name: 'generation', startMs: 0 },
+    ]);
+    expect(events.map((e) => [e.sequence, e.payload.name])).toEqual([
+      [0, 'generation'],
+      [1, 'model call 1'],
+      [2, 'tool call'],
+      [3, 'tool detail'],
+      [4, 'model call 2'],
+    ]);
+  });
+
+  it('a parent chain that loops (a forged export) still numbers every span once', () => {
+    const { events } = mapped([
+      { id: '00000000000000a1', name: 'a', parent: '00000000000000a2', startMs: 0 },
+      { id: '00000000000000a2', name: 'b', parent: '00000000000000a1', startMs: 0 },
+      { id: '00000000000000a3', name: 'c', startMs: 0 },
+    ]);
+    expect(events.map((e) => e.sequence).sort()).toEqual([0, 1, 2]);
+    expect(events.map((e) => e.payload.name)).toContain('c');
   });
 });
 
