@@ -65,6 +65,8 @@ export interface FlightlogApp {
   streamAccess: StreamAccessGuard;
   /** The data lifecycle's background sweeper (abandoned runs, retention); stopped on close. */
   lifecycle: LifecycleSweeper;
+  /** The exports streaming on this instance, and their bounds. */
+  exports: ExportStreaming;
 }
 
 /** Where JSON log lines go (a pino destination). */
@@ -356,5 +358,5 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   });
   streamAccess.start();
   lifecycle.start();
-  return { app, metrics, apiKeys, identity, bus, streams, streamAccess, lifecycle };
+  return { app, metrics, apiKeys, identity, bus, streams, streamAccess, lifecycle, exports };
 }
