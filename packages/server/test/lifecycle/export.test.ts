@@ -429,31 +429,28 @@ describeEngines('export [%s]', (engine) => {
     const runs = 3_000;
     beforeAll(async () => {
       ({ agent, token } = await agentWith('viewer'));
-      // ~20 MB of NDJSON: more than the sockets' buffers hold
+      // ~75 MB of NDJSON: more than a loopback connection's buffers hold (tcp_rmem grows to
+      // 32 MiB here), so a reader that stops reading does stall the export
       await stageRuns(server.store.sql, agent.agentId, {
         prefix: newId(),
         runs,
-        payloadBytes: 2_000,
+        payloadBytes: 8_000,
       });
     }, 120_000);
 
     /** An export request on a raw socket that reads its first bytes, then nothing more. */
     async function stalledExport(user: string): Promise<net.Socket> {
-      const { port } = new URL(server.url);
-      const socket = net.connect(Number(port), '127.0.0.1');
-      socket.on('error', () => {});
-      await new Promise<void>((resolve) => socket.once('connect', resolve));
-      socket.write(
-        `GET /v1/agents/${agent.agentId}/export HTTP/1.1\r\nHost: x\r\n` +
-          `Authorization: Bearer ${user}\r\n\r\n`,
-      );
-      const head = await new Promise<string>((resolve) =>
-        socket.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1'))),
-      );
-      expect(head).toMatch(/^HTTP\/1.1 200/);
-      socket.pause();
-      return socket;
+      return stalledExportOn(server, agent.agentId, user);
     }
+
+    /** Everything a paused socket holds and still receives, once resumed, until it closes. */
+    const drain = (socket: net.Socket) =>
+      new Promise<string>((resolve) => {
+        let text = '';
+        socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')));
+        socket.once('close', () => resolve(text));
+        socket.resume();
+      });
 
     it('a client that goes away mid-stream stops the reads, frees its slot, and the server keeps serving', async () => {
       const exports = server.store.exports;
@@ -492,8 +489,8 @@ describeEngines('export [%s]', (engine) => {
       }
       // the per-user cap (2) would refuse a third export if their slots had been kept
       expect((await send(server.url, '/readyz')).status).toBe(200);
-      const again = await exported(agent.agentId, token);
-      expect(again).toHaveLength(runs);
+      const again = await exported(agent.agentId, token, '?since=2026-01-01T00:40:00Z');
+      expect(again).toHaveLength(runs - 2_400);
       const reading = await send(server.url, `/v1/agents/${agent.agentId}/traces`, undefined, {
         token,
       });
@@ -511,21 +508,44 @@ describeEngines('export [%s]', (engine) => {
       const other = await server.userToken(`viewer-${newId()}`, agent.agentId, 'viewer');
       expect(await exported(agent.agentId, other, `?until=2026-01-01T00:00:10Z`)).toHaveLength(10);
       // the stalled readers are cut after EXPORT_STALL_TIMEOUT_MS (3 s), freeing their slots
-      const closed = (socket: net.Socket) =>
-        new Promise<void>((resolve) => {
-          if (socket.destroyed) resolve();
-          socket.once('close', () => resolve());
-          socket.resume();
-        });
       await waitFor(
         () => (server.exports.slots.active === 0 ? true : undefined),
         'stalled exports cut',
         15_000,
         50,
       );
-      await Promise.all([closed(first), closed(second)]);
+      // cut, not ended: no chunked terminator, so the client knows it is not the whole export
+      for (const text of await Promise.all([drain(first), drain(second)]))
+        expect(endedWhole(text)).toBe(false);
       expect(await exported(agent.agentId, token, `?until=2026-01-01T00:00:05Z`)).toHaveLength(5);
     }, 60_000);
+
+    it('shutting down cuts a streaming export at once, and refuses new ones', async () => {
+      const closing = await startTestServer(engine, { exportStallTimeoutMs: 600_000 });
+      try {
+        const own = await closing.createAgent();
+        const user = await closing.userToken(`viewer-${newId()}`, own.agentId, 'viewer');
+        await stageRuns(closing.store.sql, own.agentId, {
+          prefix: newId(),
+          runs: 2_000,
+          payloadBytes: 8_000,
+        });
+        const socket = await stalledExportOn(closing, own.agentId, user);
+        expect(closing.exports.slots.active).toBe(1);
+        // the socket's buffers fill: the export waits for its reader
+        await new Promise((resolve) => setTimeout(resolve, 2_000));
+        expect(closing.exports.slots.active).toBe(1);
+        const started = performance.now();
+        // a reader that stopped would hold the export until its stall timeout (10 min here)
+        await closing.close();
+        expect(performance.now() - started).toBeLessThan(10_000);
+        expect(closing.exports.slots.active).toBe(0);
+        expect(endedWhole(await drain(socket))).toBe(false);
+        expect(closing.exports.slots.open('user:late')).toBe('closed');
+      } finally {
+        await closing.close();
+      }
+    }, 120_000);
 
     it('the admin API exports any agent the same; an unknown agent is 404', async () => {
       const query = '?since=2026-01-01T00:00:07Z&until=2026-01-01T00:01:00Z';
@@ -561,3 +581,28 @@ describeEngines('export [%s]', (engine) => {
     });
   });
 });
+
+/** An export request on a raw socket that reads the answer's first bytes, then nothing more. */
+async function stalledExportOn(
+  server: TestServer,
+  agentId: string,
+  token: string,
+): Promise<net.Socket> {
+  const { port } = new URL(server.url);
+  const socket = net.connect(Number(port), '127.0.0.1');
+  socket.on('error', () => {});
+  await new Promise<void>((resolve) => socket.once('connect', resolve));
+  socket.write(
+    `GET /v1/agents/${agentId}/export HTTP/1.1\r\nHost: x\r\n` +
+      `Authorization: Bearer ${token}\r\n\r\n`,
+  );
+  const head = await new Promise<string>((resolve) =>
+    socket.once('data', (chunk: Buffer) => resolve(chunk.toString('latin1'))),
+  );
+  expect(head).toMatch(/^HTTP\/1.1 200/);
+  socket.pause();
+  return socket;
+}
+
+/** A chunked answer that ended with its terminator: the export's end, not a cut. */
+const endedWhole = (text: string): boolean => text.endsWith('\r\n0\r\n\r\n');
