@@ -33,6 +33,8 @@ import { registerRequestMetrics } from './http/request-metrics.js';
 import { LifecycleSweeper } from './lifecycle/sweeper.js';
 import type { RunDeletionContext } from './lifecycle/run-deletion.js';
 import { lifecycleRoutes } from './http/lifecycle-routes.js';
+import { exportRoutes, type ExportStreaming } from './http/export-routes.js';
+import { ExportSlots } from './lifecycle/export-slots.js';
 import { FairAdmission } from './admission/fair-admission.js';
 import { registerFairAdmission } from './http/fair-admission-hook.js';
 import { serializeError } from './observability/log-error.js';
@@ -63,6 +65,8 @@ export interface FlightlogApp {
   streamAccess: StreamAccessGuard;
   /** The data lifecycle's background sweeper (abandoned runs, retention); stopped on close. */
   lifecycle: LifecycleSweeper;
+  /** The exports streaming on this instance, and their bounds. */
+  exports: ExportStreaming;
 }
 
 /** Where JSON log lines go (a pino destination). */
@@ -269,6 +273,11 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   };
   const onRunDeleted = () => metrics.lifecycleRuns.inc({ action: 'deleted' });
   await app.register(lifecycleRoutes, { identity, deletion, onRunDeleted });
+  const exports: ExportStreaming = {
+    slots: new ExportSlots({ maxPerTenant: config.exportMaxPerUser, maxTotal: config.exportMax }),
+    stallTimeoutMs: config.exportStallTimeoutMs,
+  };
+  await app.register(exportRoutes, { store, identity, streaming: exports });
   await app.register(ingestRoutes, { ingest, apiKeys, metrics });
   await app.register(otlpRoutes, {
     ingest,
@@ -306,7 +315,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       bus,
       tokenGuesses: credentialGuesses(),
       onGuessRefused: () => metrics.adminTokenGuessesRefused.inc(),
-      lifecycle: { defaults: config.lifecycle, deletion, onRunDeleted },
+      lifecycle: { defaults: config.lifecycle, deletion, onRunDeleted, exports },
     });
   await app.register(opsRoutes, { store, metrics, readyTimeoutMs: 2_000 });
   const dashboardAssets = dashboardAssetsDir();
@@ -330,6 +339,8 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     admission.close();
     accessStopped = streamAccess.stop();
     streams.endAll();
+    // exports stop before their next read (their clients resume from their last line's cursor)
+    exports.slots.closeAll();
   });
   app.addHook('onClose', async () => {
     await inFlight.drained();
@@ -337,6 +348,8 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     // a check in flight finishes before the store goes away
     await (accessStopped ?? streamAccess.stop());
     await (lifecycleStopped ?? lifecycle.stop());
+    // an export's read in flight finishes before the store goes away
+    await exports.slots.drained();
     // batches answered just before closing still reach their streams (each bounded by the
     // publish timeout)
     await live.drained();
@@ -345,5 +358,5 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   });
   streamAccess.start();
   lifecycle.start();
-  return { app, metrics, apiKeys, identity, bus, streams, streamAccess, lifecycle };
+  return { app, metrics, apiKeys, identity, bus, streams, streamAccess, lifecycle, exports };
 }

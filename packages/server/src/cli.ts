@@ -17,6 +17,14 @@ import {
   writeServerFile,
   type ServerFile,
 } from './cli/running-server.js';
+import {
+  ExportUsageError,
+  exportCommandRange,
+  exportQueryString,
+  storeExport,
+  writeExport,
+  type ExportCommand,
+} from './cli/export-command.js';
 import { storeAdministration } from './cli/store-administration.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { runDemo } from './demo.js';
@@ -46,6 +54,12 @@ Commands:
                                               show or change an agent's run time-out and
                                               retention (0: never; default: RUN_TIMEOUT_MS,
                                               RETENTION_DAYS)
+  export --agent ID [--since ISO] [--until ISO] [--cursor C] [--out FILE]
+                                              write the agent's runs as NDJSON (one run with its
+                                              events a line, oldest first) to FILE or standard
+                                              output, with progress on standard error; since is
+                                              inclusive, until exclusive (startedAt); --cursor
+                                              (a line's "cursor") resumes after that line's run
   key create --agent ID                       issue another API key for an agent
   key revoke KEY_ID                           revoke an API key
   member grant --agent ID --user SUB --role owner|editor|viewer
@@ -60,8 +74,8 @@ Commands:
 
 Configuration comes from the environment (see the README): DATABASE_URL or DATA_DIR, PORT, ...
 Commands that touch the store open it directly. While a server runs on the same DATA_DIR
-(embedded engine), the agent, key and member commands go through its admin API (ADMIN_TOKEN, or
-without identity configuration the token derived from the local secret).`;
+(embedded engine), the agent, key, member and export commands go through its admin API
+(ADMIN_TOKEN, or without identity configuration the token derived from the local secret).`;
 
 class UsageError extends Error {}
 
@@ -175,6 +189,32 @@ function withAdministration<T>(
   });
 }
 
+/**
+ * `flightlog export`: the agent's runs from the store, or from the running server's admin
+ * export route, written as the server's export route answers them.
+ */
+function exportRuns(config: Config, command: ExportCommand): Promise<void> {
+  const range = exportCommandRange(command);
+  const progress = { stream: process.stderr };
+  return withStoreOrServer(config, {
+    direct: async (store) => {
+      if (!(await store.agents.getAgent(command.agentId)))
+        throw new UsageError(`no agent ${command.agentId}`);
+      await writeExport(storeExport(store, command.agentId, range), command, progress);
+    },
+    viaServer: async (server) => {
+      const client = new AdminApiClient(
+        server.url,
+        adminCredential(config.dataDir, server, config),
+        describeServer(config.dataDir, server),
+      );
+      const source = await client.exportRuns(command.agentId, exportQueryString(command));
+      if (!source) throw new UsageError(`no agent ${command.agentId}`);
+      await writeExport(source, command, progress);
+    },
+  });
+}
+
 async function serve(configured: Config): Promise<void> {
   const { config, localSecret, adminApi } = serveIdentity(configured);
   const terminal = process.stdout.isTTY === true;
@@ -282,6 +322,10 @@ async function main(argv: string[]): Promise<void> {
       once: { type: 'boolean' },
       'run-timeout-ms': { type: 'string' },
       'retention-days': { type: 'string' },
+      since: { type: 'string' },
+      until: { type: 'string' },
+      cursor: { type: 'string' },
+      out: { type: 'string' },
     },
   });
   const [command = 'serve', sub] = positionals;
@@ -342,6 +386,14 @@ async function main(argv: string[]): Promise<void> {
         print(settings);
       });
     }
+    case 'export':
+      return exportRuns(config, {
+        agentId: required(values.agent, '--agent'),
+        since: values.since,
+        until: values.until,
+        cursor: values.cursor,
+        out: values.out,
+      });
     case 'key create': {
       const agentId = required(values.agent, '--agent');
       return withAdministration(config, async (admin) => {
@@ -403,6 +455,7 @@ async function main(argv: string[]): Promise<void> {
 main(process.argv.slice(2)).catch((error: unknown) => {
   if (
     error instanceof UsageError ||
+    error instanceof ExportUsageError ||
     error instanceof ConfigError ||
     error instanceof WorkerNeedsDatabaseError ||
     error instanceof RunningServerError

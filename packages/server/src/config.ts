@@ -152,6 +152,12 @@ export interface Config {
   liveAgentBufferMaxBytes: number;
   /** Run timeouts, retention, deletion tombstones and the sweeper (lifecycle/lifecycle-config.ts). */
   lifecycle: LifecycleConfig;
+  /** Exports one user (or the admin token) may run at once on an instance (`EXPORT_MAX_PER_USER`). */
+  exportMaxPerUser: number;
+  /** Exports an instance runs at once (`EXPORT_MAX`). */
+  exportMax: number;
+  /** An export whose client takes nothing for this long is disconnected (`EXPORT_STALL_TIMEOUT_MS`). */
+  exportStallTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -462,5 +468,8 @@ export function loadConfig(env: Env = process.env): Config {
       64 * 1024 * 1024 * 1024,
     ),
     lifecycle: lifecycleSettings(env),
+    exportMaxPerUser: integer(env, 'EXPORT_MAX_PER_USER', 2, 1, 1_000),
+    exportMax: integer(env, 'EXPORT_MAX', 16, 1, 10_000),
+    exportStallTimeoutMs: integer(env, 'EXPORT_STALL_TIMEOUT_MS', 60_000, 100, 3_600_000),
   };
 }

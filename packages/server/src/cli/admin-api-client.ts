@@ -1,3 +1,5 @@
+import { Readable } from 'node:stream';
+import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { CreateAgentOutcome, CreatedAgent } from '../agents/agent-admin.js';
 import type { LifecycleSettings, LifecycleSettingsChange } from '../lifecycle/agent-settings.js';
 import type { MemberRole } from '../store/agent-store.js';
@@ -89,6 +91,46 @@ export class AdminApiClient implements Administration {
     return new AdminApiError(
       `${this.server} answered ${answer.status}: ${detail}${fields ? ` (${fields})` : ''}`,
     );
+  }
+
+  /**
+   * The agent's runs as NDJSON from the server's export route (`query` from
+   * exportQueryString), or undefined when there is no such agent. Only the answer's head has a
+   * deadline: the body streams as long as it takes.
+   */
+  async exportRuns(agentId: string, query: string): Promise<Readable | undefined> {
+    const path = `/admin/v1/agents/${segment(agentId)}/export${query}`;
+    const head = new AbortController();
+    const deadline = setTimeout(
+      () => head.abort(new Error(`no answer within ${REQUEST_TIMEOUT_MS} ms`)),
+      REQUEST_TIMEOUT_MS,
+    );
+    let response: Response;
+    try {
+      response = await fetch(this.url + path, {
+        headers: { authorization: `Bearer ${this.credential.token}` },
+        signal: head.signal,
+        redirect: 'error',
+      });
+    } catch (error) {
+      throw new AdminApiError(
+        `${this.server} did not answer at ${this.url}: ${(error as Error).message}`,
+        { cause: error },
+      );
+    } finally {
+      clearTimeout(deadline);
+    }
+    if (response.status === 200 && response.body)
+      return Readable.fromWeb(response.body as WebReadableStream);
+    const text = await response.text();
+    if (response.status === 404) return undefined;
+    let body: unknown;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      body = undefined;
+    }
+    throw this.unexpected({ status: response.status, body, text });
   }
 
   async createAgent(request: {

@@ -12,6 +12,14 @@ import { deleteRun, type RunDeletionContext } from '../lifecycle/run-deletion.js
 import { AUDIT_ACTIONS } from '../store/audit-store.js';
 import type { Store } from '../store/open-store.js';
 import { decodePageCursor, encodePageCursor } from '../store/page-cursor.js';
+import {
+  EXPORT_PROBLEMS,
+  EXPORT_SUMMARY,
+  ExportQuerySchema,
+  exportRangeOrThrow,
+  sendExport,
+  type ExportStreaming,
+} from './export-routes.js';
 import { deletionAnswered } from './lifecycle-routes.js';
 
 export interface LifecycleAdminRoutesOptions {
@@ -21,6 +29,8 @@ export interface LifecycleAdminRoutesOptions {
   deletion: RunDeletionContext;
   /** Told of each run deleted (metrics). */
   onRunDeleted?: () => void;
+  /** Exports share the instance's slots with the users' (export-routes.ts). */
+  exports: ExportStreaming;
 }
 
 const AgentParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
@@ -66,13 +76,31 @@ const noAgent = () => new FlightlogError('not-found', 'No agent with this id.');
 
 /**
  * The data lifecycle in the admin API: an agent's run time-out and retention, deleting a run,
- * the audit log. Registered
- * inside adminRoutes, whose admin token check it shares.
+ * the audit log, exporting an agent's runs. Registered inside adminRoutes, whose admin token
+ * check it shares.
  */
 export const lifecycleAdminRoutes: FastifyPluginAsyncTypebox<LifecycleAdminRoutesOptions> = async (
   app,
-  { store, defaults, deletion, onRunDeleted },
+  { store, defaults, deletion, onRunDeleted, exports },
 ) => {
+  app.get(
+    '/admin/v1/agents/:id/export',
+    {
+      schema: {
+        summary: `${EXPORT_SUMMARY}. Any agent: what flightlog export reads from a running server`,
+        params: AgentParams,
+        querystring: ExportQuerySchema,
+        response: EXPORT_PROBLEMS,
+      },
+    },
+    async (request, reply) => {
+      const range = exportRangeOrThrow(request.query);
+      const agentId = request.params.id;
+      if (!(await store.agents.getAgent(agentId))) throw noAgent();
+      return sendExport(request, reply, exports, store.exports, agentId, range);
+    },
+  );
+
   app.get(
     '/admin/v1/audit',
     {

@@ -1,6 +1,7 @@
 import { AgentStore } from './agent-store.js';
 import { AnalysisStore } from './analysis-store.js';
 import { AuditStore } from './audit-store.js';
+import { ExportStore } from './export-store.js';
 import { LifecycleStore } from './lifecycle-store.js';
 import { migrate } from './migrate.js';
 import { openPgliteClient } from './pglite-client.js';
@@ -52,8 +53,10 @@ export interface Store {
   readonly agents: AgentStore;
   readonly analysis: AnalysisStore;
   readonly stats: StatsStore;
-  /** Run time-outs, deletion, retention, the audit log and export (the data lifecycle). */
+  /** Run time-outs, deletion, retention and the audit log (the data lifecycle). */
   readonly lifecycle: LifecycleStore;
+  /** An agent's runs with their events, page by page (export). */
+  readonly exports: ExportStore;
   /** Deletions and lifecycle changes: who, what, when. */
   readonly audit: AuditStore;
   ping(): Promise<void>;
@@ -97,6 +100,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     analysis: new AnalysisStore(sql),
     stats: new StatsStore(sql),
     lifecycle: new LifecycleStore(sql),
+    exports: new ExportStore(sql),
     audit: new AuditStore(sql),
     ping: () => sql.ping(),
     close: () => sql.close(),

@@ -11,6 +11,12 @@ export const TRACE_COLUMNS = `
   t.anchor_signature AS "anchorSignature", t.anchor_slot::text AS "anchorSlot",
   t.merkle_proof AS "merkleProof", t.trace_hash AS "traceHash", t.share_token AS "shareToken"`;
 
+/**
+ * A run's exact place in start order, for a cursor: its start to the microsecond (as stored;
+ * the wire's startedAt has milliseconds), as `"cursorTime"`.
+ */
+export const CURSOR_TIME = `to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "cursorTime"`;
+
 export const EVENT_COLUMNS = `
   e.id, e.trace_id AS "traceId", e.sequence, e.type, e.started_at AS "startedAt",
   e.payload, e.status, e.payload_encrypted AS "payloadEncrypted",

@@ -8,13 +8,7 @@ import type {
 import { ANALYSED_STATUSES, isIdentifier, isIsoDateTime } from '@flightlog/protocol';
 import { FlightlogError } from '../errors/flightlog-error.js';
 import { enqueueAnalysisSql } from './analysis-store.js';
-import {
-  encodeEventCursor,
-  eventKeys,
-  eventsOf,
-  withinBytes,
-  type EventPosition,
-} from './event-pages.js';
+import { encodeEventCursor, eventPage, type EventPosition } from './event-pages.js';
 import { jsonBytes, toItemJson, type ItemJson } from './batch-json.js';
 import { BatchGroups, type GroupLimits, type GroupMember } from './batch-groups.js';
 import {
@@ -30,6 +24,7 @@ import { decodePageCursor, encodePageCursor } from './page-cursor.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
 import { caseInsensitiveLiteral } from './text-pattern.js';
 import {
+  CURSOR_TIME,
   EVENT_COLUMNS,
   TRACE_COLUMNS,
   eventFromRow,
@@ -586,17 +581,11 @@ export class TraceStore {
       [traceId, userId],
     );
     if (!trace) return undefined;
-    const keys = await eventKeys(this.sql, traceId, {
-      limit: page.limit + 1,
-      ...(page.after ? { after: page.after } : {}),
-    });
-    const kept = withinBytes(keys.slice(0, page.limit), page.maxBytes);
-    const last = kept[kept.length - 1];
+    const { events, next } = await eventPage(this.sql, traceId, page);
     return {
       trace: traceFromRow(trace),
-      events: await eventsOf(this.sql, traceId, kept),
-      nextCursor:
-        kept.length < keys.length && last ? encodeEventCursor([last.sequence, last.id]) : null,
+      events,
+      nextCursor: next ? encodeEventCursor(next) : null,
     };
   }
 
@@ -760,9 +749,6 @@ type ListOptions = TraceFilters & { limit: number; after?: [string, string] };
 
 const tracePart = ({ cursorTime: _cursor, ...trace }: PageRow): Trace => traceFromRow(trace);
 const cursorOf = (row: PageRow): string => encodePageCursor(row.cursorTime, row.id);
-
-/** The exact sort key of a row, for its cursor. */
-const CURSOR_TIME = `to_char(t.started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS "cursorTime"`;
 
 /**
  * The conditions of a runs page, as SQL over `t` with their parameters appended to `params`
