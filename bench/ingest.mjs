@@ -432,8 +432,9 @@ const durabilityOf = (engine) =>
   engine === 'pglite-process-crash' ? 'process-crash' : 'power-loss';
 
 async function openPgliteBaseline(dataDir, durability) {
-  const { openPgliteDataDir } = await import('@flightlog/server');
-  const db = await openPgliteDataDir(dataDir, durability, {});
+  const { openPgliteDataDir, PGLITE_EXTENSIONS } = await import('@flightlog/server');
+  // the server's extensions: its migrations index text with pg_trgm
+  const db = await openPgliteDataDir(dataDir, durability, { extensions: PGLITE_EXTENSIONS });
   await db.exec(`SET TIME ZONE 'UTC'`);
   return {
     kind: `one statement per batch (data-modifying CTEs), in-process PGlite (${durability})`,
