@@ -31,11 +31,16 @@ export class SliceClock {
     this.start = now();
   }
 
-  /** Yields to the event loop when the current slice is used up (then a new one starts). */
-  async pause(): Promise<void> {
-    if (this.now() - this.start <= this.sliceMs) return;
-    await yieldToLoop();
-    this.start = this.now();
+  /**
+   * Yields to the event loop when the current slice is used up (then a new one starts): a promise
+   * to await then, else undefined — nothing to await, so a caller in a loop over many small items
+   * goes on without a promise or a microtask per item (`const wait = clock.pause(); if (wait) await wait;`).
+   */
+  pause(): Promise<void> | undefined {
+    if (this.now() - this.start <= this.sliceMs) return undefined;
+    return yieldToLoop().then(() => {
+      this.start = this.now();
+    });
   }
 }
 
@@ -66,14 +71,28 @@ export async function payloadJson(
   maxBytes: number,
   clock: SliceClock,
 ): Promise<PayloadJson> {
-  if (estimate <= STEP_CHARS) {
-    const json = JSON.stringify(payload);
-    const bytes = Buffer.byteLength(json, 'utf8');
-    return bytes > maxBytes ? { tooLarge: bytes } : { json, bytes };
-  }
+  const now = payloadJsonNow(payload, estimate, maxBytes);
+  if (now !== undefined) return now;
   const writer = new SlicedWriter(maxBytes, clock);
   await writer.value(payload);
   return writer.result();
+}
+
+/** {@link payloadJson} of a small payload (by its estimate), at once; undefined for a large one. */
+export function payloadJsonNow(
+  payload: object,
+  estimate: number,
+  maxBytes: number,
+): PayloadJson | undefined {
+  if (estimate > STEP_CHARS) return undefined;
+  const json = JSON.stringify(payload);
+  const bytes = Buffer.byteLength(json, 'utf8');
+  return bytes > maxBytes ? { tooLarge: bytes } : { json, bytes };
+}
+
+/** True when {@link sealPayloadSliced} of `json` needs no slices (then `seal` does it at once). */
+export function sealsAtOnce(json: string, sealing: PayloadSealing): boolean {
+  return sealing.kind !== 'encrypt' || json.length <= STEP_CHARS;
 }
 
 /** Writes JSON in parts, counting UTF-8 bytes, pausing between slices. */
