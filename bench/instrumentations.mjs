@@ -29,9 +29,12 @@
 // the sides in rotating order, over BENCH_ROUNDS (7) rounds after a warm-up; the figures are
 // medians of the per-batch µs/call, wall-clock and CPU time of this process (user + system: what
 // the host's threads spend, the flush's gzip on libuv's pool included; less disturbed than
-// wall-clock by other processes on a busy machine). The load average is recorded before and
-// after. The wrapped client records into a real FlightlogClient whose transport answers 202 at
-// once (its buffer fills and is flushed as in real use; nothing goes over the network for it).
+// wall-clock by other processes on a busy machine). A side that records flushes its client at the
+// end of each of its batches, inside the batch's time, so its events' serialisation and gzip are
+// counted on that side (with a flush timer they land in whatever batch runs when it fires). The
+// load average is recorded before and after. The recording sides record into real
+// FlightlogClients whose transport answers 202 at once (their events are serialised, gzipped and
+// handed over as in real use; nothing goes over the network).
 // BENCH_SCENARIOS=openai,anthropic,mcp (default: all) picks families.
 //
 // Prints a table and writes bench/results/instrumentations-latest.json. Targets: a wrapped call
@@ -231,7 +234,8 @@ function memoryFetch() {
 const OK = { kind: 'ok', status: 202, replayed: false, verify: null };
 function recordingClient(build = CURRENT) {
   const client = new build.FlightlogClient(
-    { apiKey: 'bench', flushOnExit: false, logger: { warn() {} } },
+    // Flushed at the end of each batch of its side (see timeCalls), not by the timer.
+    { apiKey: 'bench', flushOnExit: false, flushIntervalMs: 3_600_000, logger: { warn() {} } },
     { transport: { sendBatch: async () => OK, complete: async () => OK } },
   );
   return { client, session: client.startSession({ inputSummary: 'instrumentation benchmark' }) };
@@ -426,11 +430,17 @@ const MCP = (pairs) => ({
   },
 });
 
-/** Wall-clock and CPU (this process: user + system) µs per call of `calls` sequential calls. */
-async function timeCalls(call, calls) {
+/**
+ * Wall-clock and CPU (this process: user + system) µs per call of `calls` sequential calls, then
+ * the flush of what they recorded (`recording`, its client's buffer sent, gzip on libuv's pool
+ * included): each side pays for its own events in its own batches, instead of in whichever
+ * batch a flush timer happened to fire.
+ */
+async function timeCalls(call, calls, recording) {
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < calls; i++) await call();
+  if (recording !== undefined) await recording.client.flush();
   const wall = ((performance.now() - t0) * 1000) / calls;
   const { user, system } = process.cpuUsage(cpu0);
   return { wall, cpu: (user + system) / calls };
@@ -448,12 +458,14 @@ async function scenario(name, transport, kit) {
     byHand: () => kit.byHand(handClient, byHand.session),
     wrapped: () => kit.call(wrappedClient),
   };
+  const recordings = { byHand, wrapped: recording };
   if (baseline !== undefined) {
     const baselineClient = kit.wrap(BASELINE, await kit.make(), baseline.session);
     sides.baseline = () => kit.call(baselineClient);
+    recordings.baseline = baseline;
   }
   const names = Object.keys(sides);
-  for (const side of names) await timeCalls(sides[side], Math.min(CALLS, 100));
+  for (const side of names) await timeCalls(sides[side], Math.min(CALLS, 100), recordings[side]);
   // Short batches, the sides in turn (the order rotating), so a change in the machine's load
   // between batches hits all of them alike.
   const batch = Math.max(10, Math.floor(CALLS / BATCHES));
@@ -462,7 +474,7 @@ async function scenario(name, transport, kit) {
     for (let b = 0; b < BATCHES; b++)
       for (let i = 0; i < names.length; i++) {
         const side = names[(round + b + i) % names.length];
-        runs[side].push(await timeCalls(sides[side], batch));
+        runs[side].push(await timeCalls(sides[side], batch, recordings[side]));
       }
   for (const r of [recording, byHand, baseline]) {
     if (r === undefined) continue;
