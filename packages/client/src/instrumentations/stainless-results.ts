@@ -131,7 +131,9 @@ function watchIterator(
     throw error;
   };
   const observed: AsyncIterableIterator<unknown> = {
-    next: (...args: [] | [unknown]) => inner.next(...args).then(onNext, onError),
+    // No rest array per item: an async generator's next() and next(undefined) are the same call.
+    next: (value?: unknown) =>
+      (value === undefined ? inner.next() : inner.next(value)).then(onNext, onError),
     return: (value?: unknown) => {
       end(ABORTED);
       return inner.return !== undefined
