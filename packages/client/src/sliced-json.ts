@@ -1,6 +1,6 @@
 import { createCipheriv, randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
-import { constants, gzip } from 'node:zlib';
+import { constants, gzip, gzipSync } from 'node:zlib';
 import { performance } from 'node:perf_hooks';
 import { setImmediate as yieldToLoop } from 'node:timers/promises';
 import { PAYLOAD_ALGORITHM } from './payload-cipher.js';
@@ -249,13 +249,23 @@ const gzipAsync = promisify(gzip);
 const GZIP_OPTIONS = { level: constants.Z_BEST_SPEED };
 
 /**
- * A request body: JSON text (or its parts) encoded to UTF-8 in slices, then gzip-compressed on
- * libuv's thread pool, so neither a large body's encoding nor its compression holds the host's
- * loop.
+ * Bodies up to this size are compressed at once, on the host's thread: at level 1 that takes
+ * about 0.1-0.3 ms here, within a slice, and costs 200-250 µs less CPU per flush than the round
+ * trip through the thread pool (a zlib stream, its buffers and callbacks), which is most of what
+ * a flush of a few events costs.
+ */
+const GZIP_AT_ONCE_BYTES = 64 * 1024;
+
+/**
+ * A request body: JSON text (or its parts) encoded to UTF-8 in slices, then gzip-compressed: a
+ * small body at once, a larger one on libuv's thread pool, so neither a large body's encoding nor
+ * its compression holds the host's loop.
  */
 export async function gzipSliced(
   json: string | string[],
   clock: SliceClock = new SliceClock(),
 ): Promise<Buffer> {
-  return gzipAsync(await utf8Sliced(json, clock), GZIP_OPTIONS);
+  const body = await utf8Sliced(json, clock);
+  if (body.length <= GZIP_AT_ONCE_BYTES) return gzipSync(body, GZIP_OPTIONS);
+  return gzipAsync(body, GZIP_OPTIONS);
 }
