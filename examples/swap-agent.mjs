@@ -66,14 +66,13 @@ const openAIModule = optional('openai', () => import('openai'));
 const mcpServer = optional('@modelcontextprotocol/sdk', startMcpServer);
 const oracle = optional('@x402/express with @x402/fetch', startPaidOracle);
 const chain = optional('@solana/web3.js with litesvm', startChain);
-// The model SDK now (the first call needs it); the others one after another once the first call
-// has been recorded, while the run goes on: the agent's first flush is not held up by them.
+// The model SDK now (the first call needs it); the others once a run's first model call has been
+// recorded, one after another, so that the agent's first flush is not held up by them, and
+// before the steps that use them, so that their loading is not timed as part of a step.
 void openAIModule();
-let preloading;
-const preload = () =>
-  (preloading ??= (async () => {
-    for (const sdk of [mcpServer, oracle, chain]) await sdk();
-  })());
+async function load(...sdks) {
+  for (const sdk of sdks) await sdk();
+}
 
 const client = new FlightlogClient({
   apiKey: process.env.FLIGHTLOG_API_KEY ?? '',
@@ -477,7 +476,7 @@ async function swap(session) {
     'Get a Jupiter quote, check the balance, then swap.',
     'tool_calls',
   );
-  void preload();
+  await load(mcpServer, oracle, chain);
   // The quote tool checks the balance over MCP and pays the price oracle with x402: both calls
   // are recorded inside it, as its children.
   const quote = await tool(
@@ -535,7 +534,7 @@ async function failedTx(session) {
     'Look up validators, then stake.',
     'tool_calls',
   );
-  void preload();
+  await load(chain);
   const validator = await tool(session, 'validators.top', { limit: 3 }, () => ({
     voteAccount: 'Vote111111111111111111111111111111111111111',
     apy: '7.1',
