@@ -1,37 +1,56 @@
 // Instrumentation benchmark: what wrapping an SDK client costs a call, against the same call on
 // the unwrapped client, in the same run.
 //
-//   http     the OpenAI SDK (`openai`) calling a fake provider in a child process over loopback
-//            HTTP: chat.completions.create plain, and streamed (12 chunks, read to the end),
-//            unwrapped vs wrapped with observeOpenAI. The fake provider runs in its own process so
-//            that its work is not counted in the host's. Figure: the ratio of the medians, and
-//            the difference in µs per call.
-//   sdk      the same calls with the SDK's `fetch` option answering from memory (no socket): the
-//            call is then the SDK's own work only (request building, parsing), so the
-//            instrumentation's absolute cost per call shows with little network noise.
+//   http     the OpenAI SDK (`openai`) and the Anthropic SDK (`@anthropic-ai/sdk`) calling a fake
+//            provider in a child process over loopback HTTP (it answers OpenAI's chat completions
+//            and Anthropic's messages, JSON or SSE, by path): plain calls, and streamed ones
+//            (12 text pieces, read to the end), unwrapped vs wrapped with observeOpenAI /
+//            observeAnthropic. The fake provider runs in its own process so that its work is not
+//            counted in the host's. Figure: the ratio of the medians, and the difference in µs.
+//   sdk      the same OpenAI calls with the SDK's `fetch` option answering from memory (no
+//            socket): the call is then the SDK's own work only (request building, parsing), so
+//            the instrumentation's absolute cost per call shows with little network noise.
+//   mcp      an MCP tool call (`@modelcontextprotocol/sdk`'s Client, callTool) to a real
+//            McpServer in this process over the SDK's InMemoryTransport, unwrapped vs wrapped
+//            with observeMcpClient: a wrapper that is not a model's.
 //
 // A third side in each scenario: the unwrapped client with the same event recorded by hand
-// (session.llmCall after each call). Wrapped minus by-hand is the instrumentation's own work;
-// by-hand minus unwrapped is what recording an event costs the client anyway (the payload copy,
-// and at flush time serialisation, gzip and the garbage they leave).
+// (session.llmCall / session.mcpCall after each call). Wrapped minus by-hand is the
+// instrumentation's own work; by-hand minus unwrapped is what recording an event costs the client
+// anyway (the payload copy, and at flush time serialisation, gzip and the garbage they leave).
+//
+// Before/after in one run: BENCH_BASELINE_CLIENT=<dir> adds a fourth side, the client wrapped by
+// another build of @flightlog/client (a directory inside this repository holding that build's
+// `dist/` and `package.json`, e.g. `git stash && npm run build && cp -r packages/client
+// node_modules/.baseline-client && git stash pop && npm run build`), recording into a client of
+// that build: the figures then say what a change gained, under the same load.
 //
 // Each scenario runs BENCH_CALLS (500) sequential calls per side and round, in 10 short batches,
-// the sides in rotating order, over BENCH_ROUNDS (7) rounds after a warm-up; the
-// figures are medians of the per-batch µs/call, wall-clock and CPU time of this process (user +
-// system: what the host's thread spends; less disturbed than wall-clock by other processes on a
-// busy machine). The wrapped client records into a real FlightlogClient whose transport answers 202 at
-// once (its buffer fills and is flushed as in real use; nothing goes over the network for it).
+// the sides in rotating order, over BENCH_ROUNDS (7) rounds after a warm-up; the figures are
+// medians of the per-batch µs/call, wall-clock and CPU time of this process (user + system: what
+// the host's threads spend, the flush's gzip on libuv's pool included; less disturbed than
+// wall-clock by other processes on a busy machine). A side that records flushes its client at the
+// end of each of its batches, inside the batch's time, so its events' serialisation and gzip are
+// counted on that side (with a flush timer they land in whatever batch runs when it fires). The
+// load average is recorded before and after. The recording sides record into real
+// FlightlogClients whose transport answers 202 at once (their events are serialised, gzipped and
+// handed over as in real use; nothing goes over the network).
+// BENCH_SCENARIOS=openai,anthropic,mcp (default: all) picks families.
 //
 // Prints a table and writes bench/results/instrumentations-latest.json. Targets: a wrapped call
 // costs < 5 % more than the unwrapped one, and < 20 µs more.
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { join } from 'node:path';
+import { loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
-import { FlightlogClient } from '@flightlog/client';
-import { observeOpenAI } from '@flightlog/client/openai';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import Anthropic from '@anthropic-ai/sdk';
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import OpenAI from 'openai';
+import { z } from 'zod';
 import { envNumber, machineInfo, median, textTable, writeJsonAtomic } from './support.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -39,6 +58,31 @@ const CALLS = envNumber('BENCH_CALLS', 500, 20, 100_000);
 const ROUNDS = envNumber('BENCH_ROUNDS', 7, 1, 100);
 /** Batches per round: each round is BENCH_CALLS calls per side, in this many alternating batches. */
 const BATCHES = 10;
+const FAMILIES = (process.env.BENCH_SCENARIOS ?? 'openai,anthropic,mcp')
+  .split(',')
+  .map((f) => f.trim());
+
+/** A build of the client: this checkout's, or the baseline's (BENCH_BASELINE_CLIENT). */
+async function loadBuild(dir) {
+  const at = (path) => import(pathToFileURL(join(dir, 'dist', path)).href);
+  const [core, openai, anthropic, mcp] = await Promise.all([
+    at('index.js'),
+    at('instrumentations/openai.js'),
+    at('instrumentations/anthropic.js'),
+    at('instrumentations/mcp.js'),
+  ]);
+  return {
+    FlightlogClient: core.FlightlogClient,
+    observeOpenAI: openai.observeOpenAI,
+    observeAnthropic: anthropic.observeAnthropic,
+    observeMcpClient: mcp.observeMcpClient,
+  };
+}
+const CURRENT = await loadBuild(join(ROOT, 'packages/client'));
+const BASELINE_DIR = process.env.BENCH_BASELINE_CLIENT?.trim()
+  ? resolve(process.env.BENCH_BASELINE_CLIENT)
+  : undefined;
+const BASELINE = BASELINE_DIR === undefined ? undefined : await loadBuild(BASELINE_DIR);
 
 const MESSAGES = [
   { role: 'system', content: 'You are a trading agent. Answer in one line.' },
@@ -88,18 +132,82 @@ const STREAM =
   chunk(null, null, { prompt_tokens: 41, completion_tokens: 12, total_tokens: 53 }) +
   'data: [DONE]\n\n';
 
-/** The fake provider, in a child process: answers JSON or SSE by the request's `stream`. */
+/** Anthropic's Messages API: the same answer, as one message and as its event stream. */
+const ANTHROPIC_MODEL = 'claude-haiku-4-5-20251001';
+const ANTHROPIC_MESSAGE = JSON.stringify({
+  id: 'msg_bench',
+  type: 'message',
+  role: 'assistant',
+  model: ANTHROPIC_MODEL,
+  content: [{ type: 'text', text: PIECES.join('') }],
+  stop_reason: 'end_turn',
+  stop_sequence: null,
+  usage: {
+    input_tokens: 41,
+    output_tokens: 14,
+    cache_read_input_tokens: 0,
+    cache_creation_input_tokens: 0,
+  },
+});
+const sse = (event, data) =>
+  `event: ${event}\ndata: ${JSON.stringify({ type: event, ...data })}\n\n`;
+const ANTHROPIC_STREAM =
+  sse('message_start', {
+    message: {
+      id: 'msg_bench',
+      type: 'message',
+      role: 'assistant',
+      model: ANTHROPIC_MODEL,
+      content: [],
+      stop_reason: null,
+      stop_sequence: null,
+      usage: {
+        input_tokens: 41,
+        output_tokens: 1,
+        cache_read_input_tokens: 0,
+        cache_creation_input_tokens: 0,
+      },
+    },
+  }) +
+  sse('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) +
+  PIECES.map((text) =>
+    sse('content_block_delta', { index: 0, delta: { type: 'text_delta', text } }),
+  ).join('') +
+  sse('content_block_stop', { index: 0 }) +
+  sse('message_delta', {
+    delta: { stop_reason: 'end_turn', stop_sequence: null },
+    usage: { output_tokens: 12 },
+  }) +
+  sse('message_stop', {});
+
+/** What the fake provider answers: by API (the path) and by the request's `stream`. */
+function answer(path, streamed) {
+  const anthropic = path.endsWith('/messages');
+  const body = anthropic
+    ? streamed
+      ? ANTHROPIC_STREAM
+      : ANTHROPIC_MESSAGE
+    : streamed
+      ? STREAM
+      : COMPLETION;
+  return { body, type: streamed ? 'text/event-stream' : 'application/json' };
+}
+
+/** The fake provider, in a child process (the same `answer`). */
 const PROVIDER = `
 const http = require('node:http');
-const completion = ${JSON.stringify(COMPLETION)};
-const stream = ${JSON.stringify(STREAM)};
+const COMPLETION = ${JSON.stringify(COMPLETION)};
+const STREAM = ${JSON.stringify(STREAM)};
+const ANTHROPIC_MESSAGE = ${JSON.stringify(ANTHROPIC_MESSAGE)};
+const ANTHROPIC_STREAM = ${JSON.stringify(ANTHROPIC_STREAM)};
+const answer = ${answer.toString()};
 const server = http.createServer((req, res) => {
   const chunks = [];
   req.on('data', (c) => chunks.push(c));
   req.on('end', () => {
-    const streamed = Buffer.concat(chunks).includes('"stream":true');
-    res.writeHead(200, { 'content-type': streamed ? 'text/event-stream' : 'application/json' });
-    res.end(streamed ? stream : completion);
+    const { body, type } = answer(req.url, Buffer.concat(chunks).includes('"stream":true'));
+    res.writeHead(200, { 'content-type': type });
+    res.end(body);
   });
 });
 server.keepAliveTimeout = 60000;
@@ -109,147 +217,275 @@ server.listen(0, '127.0.0.1', () => process.stdout.write(server.address().port +
 async function startProvider() {
   const child = spawn(process.execPath, ['-e', PROVIDER], { stdio: ['ignore', 'pipe', 'inherit'] });
   const [line] = await once(child.stdout, 'data');
-  return { url: `http://127.0.0.1:${String(line).trim()}/v1`, child };
+  return { url: `http://127.0.0.1:${String(line).trim()}`, child };
 }
 
 /** A fetch answering from memory, as the provider would: the SDK's own work only. */
 function memoryFetch() {
-  return async (_url, init) => {
-    const streamed = String(init?.body ?? '').includes('"stream":true');
-    return new globalThis.Response(streamed ? STREAM : COMPLETION, {
-      status: 200,
-      headers: { 'content-type': streamed ? 'text/event-stream' : 'application/json' },
-    });
+  return async (url, init) => {
+    const { body, type } = answer(
+      new URL(String(url)).pathname,
+      String(init?.body ?? '').includes('"stream":true'),
+    );
+    return new globalThis.Response(body, { status: 200, headers: { 'content-type': type } });
   };
 }
 
 const OK = { kind: 'ok', status: 202, replayed: false, verify: null };
-function recordingClient() {
-  const client = new FlightlogClient(
-    { apiKey: 'bench', flushOnExit: false, logger: { warn() {} } },
+function recordingClient(build = CURRENT) {
+  const client = new build.FlightlogClient(
+    // Flushed at the end of each batch of its side (see timeCalls), not by the timer.
+    { apiKey: 'bench', flushOnExit: false, flushIntervalMs: 3_600_000, logger: { warn() {} } },
     { transport: { sendBatch: async () => OK, complete: async () => OK } },
   );
   return { client, session: client.startSession({ inputSummary: 'instrumentation benchmark' }) };
 }
 
-const CALL = {
-  plain: (openai) => openai.chat.completions.create({ model: 'gpt-4o-mini', messages: MESSAGES }),
-  stream: async (openai) => {
-    const stream = await openai.chat.completions.create({
-      model: 'gpt-4o-mini',
-      messages: MESSAGES,
-      stream: true,
-      stream_options: { include_usage: true },
-    });
-    for await (const chunk of stream) void chunk;
-  },
-};
+/** The payload of a model call recorded by hand, as an agent did before the instrumentations. */
+function llmByHand(provider, model, content, finishReason, usage, streamed) {
+  return {
+    provider,
+    model,
+    input: { messages: MESSAGES },
+    output: { content, finishReason },
+    usage: {
+      inputTokens: usage.input,
+      outputTokens: usage.output,
+      totalTokens: usage.input + usage.output,
+    },
+    costUsd: 0.0000147,
+    streamed,
+  };
+}
 
 /**
- * The same calls on the unwrapped client, each followed by the same event recorded by hand
- * (session.llmCall, as before the instrumentations): the difference to the wrapped client is
- * the instrumentation's own work; the rest is what recording an event costs the client anyway.
+ * One family of calls: how to make the SDK client, wrap it with a build of the instrumentation,
+ * call it, and make the same call with the event recorded by hand (the by-hand side: the
+ * difference to the wrapped client is the instrumentation's own work; the rest is what recording
+ * an event costs the client anyway).
  */
-const BY_HAND = {
-  plain: async (openai, session) => {
-    const startedAt = new Date();
-    const r = await openai.chat.completions.create({ model: 'gpt-4o-mini', messages: MESSAGES });
-    session.llmCall(
-      {
-        provider: 'openai',
-        model: r.model,
-        input: { messages: MESSAGES },
-        output: { content: r.choices[0].message.content, finishReason: r.choices[0].finish_reason },
-        usage: {
-          inputTokens: r.usage.prompt_tokens,
-          outputTokens: r.usage.completion_tokens,
-          totalTokens: r.usage.total_tokens,
+const OPENAI = (options, kind) => ({
+  make: () => new OpenAI({ apiKey: 'sk-bench', maxRetries: 0, ...options }),
+  wrap: (build, sdk, session) => build.observeOpenAI(sdk, session),
+  call:
+    kind === 'plain'
+      ? (openai) => openai.chat.completions.create({ model: 'gpt-4o-mini', messages: MESSAGES })
+      : async (openai) => {
+          const stream = await openai.chat.completions.create({
+            model: 'gpt-4o-mini',
+            messages: MESSAGES,
+            stream: true,
+            stream_options: { include_usage: true },
+          });
+          for await (const chunk of stream) void chunk;
         },
-        costUsd: 0.0000147,
-        streamed: false,
-      },
-      { startedAt, endedAt: new Date() },
-    );
-  },
-  stream: async (openai, session) => {
-    const startedAt = new Date();
-    const stream = await openai.chat.completions.create({
-      model: 'gpt-4o-mini',
-      messages: MESSAGES,
-      stream: true,
-      stream_options: { include_usage: true },
-    });
-    let content = '';
-    let usage;
-    let finishReason = '';
-    for await (const chunk of stream) {
-      content += chunk.choices[0]?.delta?.content ?? '';
-      finishReason = chunk.choices[0]?.finish_reason ?? finishReason;
-      usage = chunk.usage ?? usage;
-    }
-    session.llmCall(
-      {
-        provider: 'openai',
-        model: 'gpt-4o-mini-2024-07-18',
-        input: { messages: MESSAGES },
-        output: { content, finishReason },
-        usage: {
-          inputTokens: usage.prompt_tokens,
-          outputTokens: usage.completion_tokens,
-          totalTokens: usage.total_tokens,
+  byHand:
+    kind === 'plain'
+      ? async (openai, session) => {
+          const startedAt = new Date();
+          const r = await openai.chat.completions.create({
+            model: 'gpt-4o-mini',
+            messages: MESSAGES,
+          });
+          session.llmCall(
+            llmByHand(
+              'openai',
+              r.model,
+              r.choices[0].message.content,
+              r.choices[0].finish_reason,
+              { input: r.usage.prompt_tokens, output: r.usage.completion_tokens },
+              false,
+            ),
+            { startedAt, endedAt: new Date() },
+          );
+        }
+      : async (openai, session) => {
+          const startedAt = new Date();
+          const stream = await openai.chat.completions.create({
+            model: 'gpt-4o-mini',
+            messages: MESSAGES,
+            stream: true,
+            stream_options: { include_usage: true },
+          });
+          let content = '';
+          let usage;
+          let finishReason = '';
+          for await (const chunk of stream) {
+            content += chunk.choices[0]?.delta?.content ?? '';
+            finishReason = chunk.choices[0]?.finish_reason ?? finishReason;
+            usage = chunk.usage ?? usage;
+          }
+          session.llmCall(
+            llmByHand(
+              'openai',
+              'gpt-4o-mini-2024-07-18',
+              content,
+              finishReason,
+              { input: usage.prompt_tokens, output: usage.completion_tokens },
+              true,
+            ),
+            { startedAt, endedAt: new Date() },
+          );
         },
-        costUsd: 0.0000134,
-        streamed: true,
-      },
-      { startedAt, endedAt: new Date() },
-    );
-  },
-};
+});
 
-/** Wall-clock and CPU (this process: user + system) µs per call of `calls` sequential calls. */
-async function timeCalls(call, calls) {
+const ANTHROPIC_REQUEST = {
+  model: 'claude-haiku-4-5',
+  max_tokens: 256,
+  system: MESSAGES[0].content,
+  messages: [MESSAGES[1]],
+};
+const ANTHROPIC = (options, kind) => ({
+  make: () => new Anthropic({ apiKey: 'sk-ant-bench', maxRetries: 0, ...options }),
+  wrap: (build, sdk, session) => build.observeAnthropic(sdk, session),
+  call:
+    kind === 'plain'
+      ? (anthropic) => anthropic.messages.create(ANTHROPIC_REQUEST)
+      : async (anthropic) => {
+          const stream = await anthropic.messages.create({ ...ANTHROPIC_REQUEST, stream: true });
+          for await (const event of stream) void event;
+        },
+  byHand:
+    kind === 'plain'
+      ? async (anthropic, session) => {
+          const startedAt = new Date();
+          const m = await anthropic.messages.create(ANTHROPIC_REQUEST);
+          session.llmCall(
+            llmByHand(
+              'anthropic',
+              m.model,
+              m.content[0].text,
+              m.stop_reason,
+              { input: m.usage.input_tokens, output: m.usage.output_tokens },
+              false,
+            ),
+            { startedAt, endedAt: new Date() },
+          );
+        }
+      : async (anthropic, session) => {
+          const startedAt = new Date();
+          const stream = await anthropic.messages.create({ ...ANTHROPIC_REQUEST, stream: true });
+          let content = '';
+          let model = '';
+          let input = 0;
+          let output = 0;
+          let stop = '';
+          for await (const event of stream) {
+            if (event.type === 'message_start') {
+              model = event.message.model;
+              input = event.message.usage.input_tokens;
+            } else if (event.type === 'content_block_delta' && event.delta.type === 'text_delta')
+              content += event.delta.text;
+            else if (event.type === 'message_delta') {
+              stop = event.delta.stop_reason ?? stop;
+              output = event.usage.output_tokens;
+            }
+          }
+          session.llmCall(llmByHand('anthropic', model, content, stop, { input, output }, true), {
+            startedAt,
+            endedAt: new Date(),
+          });
+        },
+});
+
+/** A real MCP server in this process, and a client linked to it over the in-memory transport. */
+async function mcpPair() {
+  const server = new McpServer({ name: 'solana-mcp', version: '1.0.0' });
+  server.registerTool(
+    'get_balance',
+    { description: 'Balance of a wallet', inputSchema: { wallet: z.string() } },
+    async ({ wallet }) => ({ content: [{ type: 'text', text: `${wallet}: 2.5 SOL` }] }),
+  );
+  const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+  await server.connect(serverSide);
+  const client = new McpClient({ name: 'bench-agent', version: '1.0.0' });
+  await client.connect(clientSide);
+  return { client, server };
+}
+const TOOL_CALL = {
+  name: 'get_balance',
+  arguments: { wallet: 'Agent1111111111111111111111111111111111111' },
+};
+const MCP = (pairs) => ({
+  make: async () => {
+    const pair = await mcpPair();
+    pairs.push(pair);
+    return pair.client;
+  },
+  wrap: (build, sdk, session) => build.observeMcpClient(sdk, session),
+  call: (client) => client.callTool(TOOL_CALL),
+  byHand: async (client, session) => {
+    const startedAt = new Date();
+    const result = await client.callTool(TOOL_CALL);
+    session.mcpCall(
+      {
+        server: 'solana-mcp',
+        method: 'tools/call',
+        tool: TOOL_CALL.name,
+        input: TOOL_CALL.arguments,
+        output: result,
+      },
+      { startedAt, endedAt: new Date() },
+    );
+  },
+});
+
+/**
+ * Wall-clock and CPU (this process: user + system) µs per call of `calls` sequential calls, then
+ * the flush of what they recorded (`recording`, its client's buffer sent, gzip on libuv's pool
+ * included): each side pays for its own events in its own batches, instead of in whichever
+ * batch a flush timer happened to fire.
+ */
+async function timeCalls(call, calls, recording) {
   const cpu0 = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < calls; i++) await call();
+  if (recording !== undefined) await recording.client.flush();
   const wall = ((performance.now() - t0) * 1000) / calls;
   const { user, system } = process.cpuUsage(cpu0);
   return { wall, cpu: (user + system) / calls };
 }
 
-async function scenario(name, transport, kind, options) {
+async function scenario(name, transport, kit) {
   const recording = recordingClient();
   const byHand = recordingClient();
-  const sdk = () => new OpenAI({ apiKey: 'sk-bench', maxRetries: 0, ...options });
-  const plainClient = sdk();
-  const handClient = sdk();
-  const wrappedClient = observeOpenAI(sdk(), recording.session);
+  const baseline = BASELINE === undefined ? undefined : recordingClient(BASELINE);
+  const plainClient = await kit.make();
+  const handClient = await kit.make();
+  const wrappedClient = kit.wrap(CURRENT, await kit.make(), recording.session);
   const sides = {
-    plain: () => CALL[kind](plainClient),
-    byHand: () => BY_HAND[kind](handClient, byHand.session),
-    wrapped: () => CALL[kind](wrappedClient),
+    plain: () => kit.call(plainClient),
+    byHand: () => kit.byHand(handClient, byHand.session),
+    wrapped: () => kit.call(wrappedClient),
   };
+  const recordings = { byHand, wrapped: recording };
+  if (baseline !== undefined) {
+    const baselineClient = kit.wrap(BASELINE, await kit.make(), baseline.session);
+    sides.baseline = () => kit.call(baselineClient);
+    recordings.baseline = baseline;
+  }
   const names = Object.keys(sides);
-  for (const side of names) await timeCalls(sides[side], Math.min(CALLS, 100));
-  // Short batches, the three sides in turn (the order rotating), so a change in the machine's
-  // load between batches hits all of them alike.
+  for (const side of names) await timeCalls(sides[side], Math.min(CALLS, 100), recordings[side]);
+  // Short batches, the sides in turn (the order rotating), so a change in the machine's load
+  // between batches hits all of them alike.
   const batch = Math.max(10, Math.floor(CALLS / BATCHES));
   const runs = Object.fromEntries(names.map((side) => [side, []]));
   for (let round = 0; round < ROUNDS; round++)
     for (let b = 0; b < BATCHES; b++)
       for (let i = 0; i < names.length; i++) {
         const side = names[(round + b + i) % names.length];
-        runs[side].push(await timeCalls(sides[side], batch));
+        runs[side].push(await timeCalls(sides[side], batch, recordings[side]));
       }
-  for (const { client, session } of [recording, byHand]) {
-    session.end();
-    await client.close();
+  for (const r of [recording, byHand, baseline]) {
+    if (r === undefined) continue;
+    r.session.end();
+    await r.client.close();
   }
   const wall = (side) => median(runs[side].map((r) => r.wall));
   const cpu = (side) => median(runs[side].map((r) => r.cpu));
-  return {
+  const result = {
     name,
     transport,
-    kind,
     callsPerRound: batch * BATCHES,
     rounds: ROUNDS,
     plainUsPerCall: wall('plain'),
@@ -265,22 +501,61 @@ async function scenario(name, transport, kind, options) {
     cpuRatio: cpu('wrapped') / cpu('plain'),
     recordedEvents: recording.client.stats().recordedEvents,
   };
+  if (baseline !== undefined)
+    Object.assign(result, {
+      baselineUsPerCall: wall('baseline'),
+      baselineCpuUsPerCall: cpu('baseline'),
+      baselineOverheadCpuUsPerCall: cpu('baseline') - cpu('plain'),
+      baselineInstrumentationCpuUsPerCall: cpu('baseline') - cpu('byHand'),
+    });
+  return result;
 }
 
+const loads = () => loadavg().map((l) => Number(l.toFixed(2)));
+
 async function main() {
+  const loadBefore = loads();
   const provider = await startProvider();
+  const pairs = [];
   const scenarios = [];
+  const http = { baseURL: provider.url };
+  const memory = { baseURL: 'http://memory.invalid', fetch: memoryFetch() };
+  const openAIAt = (options) => ({ ...options, baseURL: `${options.baseURL}/v1` });
+  const planned = [
+    ['openai', 'OpenAI chat, HTTP', 'http', () => OPENAI(openAIAt(http), 'plain')],
+    ['openai', 'OpenAI chat stream, HTTP', 'http', () => OPENAI(openAIAt(http), 'stream')],
+    ['openai', 'OpenAI chat, in-memory fetch', 'sdk', () => OPENAI(openAIAt(memory), 'plain')],
+    [
+      'openai',
+      'OpenAI chat stream, in-memory fetch',
+      'sdk',
+      () => OPENAI(openAIAt(memory), 'stream'),
+    ],
+    ['anthropic', 'Anthropic messages, HTTP', 'http', () => ANTHROPIC(http, 'plain')],
+    ['anthropic', 'Anthropic messages stream, HTTP', 'http', () => ANTHROPIC(http, 'stream')],
+    ['anthropic', 'Anthropic messages, in-memory fetch', 'sdk', () => ANTHROPIC(memory, 'plain')],
+    [
+      'anthropic',
+      'Anthropic messages stream, in-memory fetch',
+      'sdk',
+      () => ANTHROPIC(memory, 'stream'),
+    ],
+    ['mcp', 'MCP callTool, in-memory transport', 'mcp', () => MCP(pairs)],
+  ];
   try {
-    scenarios.push(await scenario('OpenAI chat, HTTP', 'http', 'plain', { baseURL: provider.url }));
-    scenarios.push(
-      await scenario('OpenAI chat stream, HTTP', 'http', 'stream', { baseURL: provider.url }),
-    );
-    const sdk = { baseURL: 'http://memory.invalid/v1', fetch: memoryFetch() };
-    scenarios.push(await scenario('OpenAI chat, in-memory fetch', 'sdk', 'plain', sdk));
-    scenarios.push(await scenario('OpenAI chat stream, in-memory fetch', 'sdk', 'stream', sdk));
+    for (const [family, name, transport, kit] of planned)
+      if (FAMILIES.includes(family)) {
+        scenarios.push(await scenario(name, transport, kit()));
+        process.stderr.write(`  ${name}: done\n`);
+      }
   } finally {
     provider.child.kill();
+    for (const { client, server } of pairs) {
+      await client.close();
+      await server.close();
+    }
   }
+  const loadAfter = loads();
   const rows = [
     [
       'scenario',
@@ -292,6 +567,7 @@ async function main() {
       'CPU wrapped µs',
       'CPU overhead µs',
       'of which instrumentation µs',
+      ...(BASELINE ? ['baseline: CPU overhead µs', 'baseline: instrumentation µs'] : []),
     ],
   ];
   for (const s of scenarios)
@@ -305,12 +581,24 @@ async function main() {
       s.wrappedCpuUsPerCall.toFixed(1),
       s.overheadCpuUsPerCall.toFixed(1),
       s.instrumentationCpuUsPerCall.toFixed(1),
+      ...(BASELINE
+        ? [
+            s.baselineOverheadCpuUsPerCall.toFixed(1),
+            s.baselineInstrumentationCpuUsPerCall.toFixed(1),
+          ]
+        : []),
     ]);
   console.log(
-    `\nInstrumentation overhead (${CALLS} calls per side × ${ROUNDS} rounds, medians of batches)\n`,
+    `\nInstrumentation overhead (${CALLS} calls per side × ${ROUNDS} rounds, medians of batches; load average ${loadBefore.join(' / ')} before, ${loadAfter.join(' / ')} after)\n`,
   );
   console.log(textTable(rows, (c) => c === 0));
-  const result = { benchmark: 'instrumentations', machine: machineInfo(ROOT), scenarios };
+  const result = {
+    benchmark: 'instrumentations',
+    machine: machineInfo(ROOT),
+    loadAverage: { before: loadBefore, after: loadAfter },
+    ...(BASELINE_DIR ? { baseline: BASELINE_DIR } : {}),
+    scenarios,
+  };
   result.date = result.machine.date;
   writeJsonAtomic(join(ROOT, 'bench/results/instrumentations-latest.json'), result);
   console.log('\nwrote bench/results/instrumentations-latest.json');

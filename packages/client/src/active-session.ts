@@ -23,6 +23,7 @@ import {
   HOLDS_BIGINT,
   NOT_AN_OBJECT,
   TOO_DEEP,
+  measureOwnPayload,
   snapshotPayload,
   type PayloadSnapshot,
 } from './payload-size.js';
@@ -142,6 +143,60 @@ function resolveFields(fields: EventFields, now: number): ResolvedFields | strin
     errorMessage: message,
     parentEventId: parent,
   };
+}
+
+/** Why instrumentation-timed fields cannot be stored (a host's clock out of range), if so. */
+function timesProblem(times: ResolvedFields): string | undefined {
+  if (times.endedAtMs !== null && !inRange(times.endedAtMs))
+    return `endedAt must be a valid Date or RFC 3339 date-time (${RANGE})`;
+  if (!inRange(times.startedAtMs))
+    return `startedAt must be a valid Date or RFC 3339 date-time (${RANGE})`;
+  return undefined;
+}
+
+/**
+ * One step opened by an instrumentation (a class: one is made per SDK call). Its start is taken
+ * when it is made; `end` records it at once, the first time only.
+ */
+class SessionStep<P> implements OpenStep<P> {
+  private readonly startedAtMs = Date.now();
+  private readonly t0 = performance.now();
+  private ended = false;
+
+  constructor(
+    private readonly session: ActiveSession,
+    private readonly type: EventType,
+    readonly eventId: string,
+    private readonly sequence: number,
+    private readonly parentEventId: string | null,
+    private readonly own: boolean,
+  ) {}
+
+  end(ok: boolean, build: () => P, error?: unknown): void {
+    if (this.ended) return;
+    this.ended = true;
+    try {
+      const durationMs = performance.now() - this.t0;
+      const errorMessage = ok ? null : errorText(error, TEXT_MAX);
+      this.session.endStep(
+        this.type,
+        build,
+        {
+          startedAtMs: this.startedAtMs,
+          endedAtMs: this.startedAtMs + Math.round(durationMs),
+          durationMs,
+          status: ok ? 'ok' : 'error',
+          errorMessage,
+          parentEventId: this.parentEventId,
+        },
+        this.eventId,
+        this.sequence,
+        this.own,
+      );
+    } catch {
+      // endStep reports its own failures; nothing here throws into the host.
+    }
+  }
 }
 
 /**
@@ -289,51 +344,43 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     );
   }
 
-  /** A step the instrumentations end themselves (see step-scope.ts); undefined when it failed. */
-  [OPEN_STEP]<K extends EventType>(type: K): OpenStep<PayloadByType[K]> | undefined {
+  /**
+   * A step the instrumentations end themselves (see step-scope.ts); undefined when it failed.
+   * `own`: the payloads built for it are the instrumentation's own fresh objects (see
+   * `measureOwnPayload`), recorded without a copy.
+   */
+  [OPEN_STEP]<K extends EventType>(type: K, own = false): OpenStep<PayloadByType[K]> | undefined {
     try {
       const eventId = this.host.ids.next();
       const sequence = this.sequence++;
       const parentEventId = currentStepOf(this.traceId);
-      const startedAtMs = Date.now();
-      const t0 = performance.now();
-      let ended = false;
-      return {
-        eventId,
-        end: (ok, build, error) => {
-          if (ended) return;
-          ended = true;
-          try {
-            const durationMs = performance.now() - t0;
-            let payload: PayloadByType[K];
-            try {
-              payload = build();
-            } catch (thrown) {
-              this.refuse(type, `describe() threw: ${errorText(thrown, 200)}`);
-              return;
-            }
-            this.add(
-              type,
-              payload,
-              {
-                startedAt: new Date(startedAtMs),
-                endedAt: new Date(startedAtMs + Math.round(durationMs)),
-                durationMs,
-                status: ok ? 'ok' : 'error',
-                errorMessage: ok ? null : errorText(error, TEXT_MAX),
-                parentEventId,
-              },
-              eventId,
-              sequence,
-            );
-          } catch (internal) {
-            this.internalError('step', internal);
-          }
-        },
-      };
+      return new SessionStep(this, type, eventId, sequence, parentEventId, own);
     } catch (error) {
       this.internalError('step', error);
       return undefined;
+    }
+  }
+
+  /** Records an ended step (SessionStep.end): its times are numbers already, no Date made. */
+  endStep(
+    type: EventType,
+    build: () => unknown,
+    times: ResolvedFields,
+    id: string,
+    sequence: number,
+    own: boolean,
+  ): void {
+    try {
+      let payload: unknown;
+      try {
+        payload = build();
+      } catch (thrown) {
+        this.refuse(type, `describe() threw: ${errorText(thrown, 200)}`);
+        return;
+      }
+      this.add(type, payload, undefined, id, sequence, times.startedAtMs, times, own);
+    } catch (internal) {
+      this.internalError('step', internal);
     }
   }
 
@@ -407,6 +454,8 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     id: string,
     sequence: number,
     now: number = Date.now(),
+    times?: ResolvedFields,
+    own = false,
   ): boolean {
     if (this.traceStatus !== 'running') {
       this.host.warnings.throttled(
@@ -435,7 +484,11 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       // flush time, from the copy) and refuses what JSON or the service cannot take.
       let snapshot: PayloadSnapshot | number;
       try {
-        snapshot = snapshotPayload(payload, this.host.maxEventBytes);
+        // A payload the instrumentation built is its own already: measured, not copied.
+        if (own) {
+          const measured = measureOwnPayload(payload, this.host.maxEventBytes);
+          snapshot = measured >= 0 ? { value: payload, bytes: measured } : measured;
+        } else snapshot = snapshotPayload(payload, this.host.maxEventBytes);
       } catch (error) {
         return this.refuse(type, `payload cannot be serialised: ${errorText(error, 200)}`);
       }
@@ -466,7 +519,26 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
 
       const eventBytes =
         EVENT_OVERHEAD + this.traceId.length + sealedBytes(plainBytes, this.host.sealing);
-      if (fields === undefined) {
+      if (times !== undefined) {
+        // A step an instrumentation timed: numbers from its clocks, checked like given dates.
+        const problem = timesProblem(times);
+        if (problem !== undefined) return this.refuse(type, problem);
+        event = {
+          id,
+          traceId: this.traceId,
+          sequence,
+          type,
+          startedAtMs: times.startedAtMs,
+          endedAtMs: times.endedAtMs,
+          durationMs: times.durationMs,
+          status: times.status,
+          errorMessage: times.errorMessage,
+          parentEventId: times.parentEventId,
+          payload: body,
+          payloadBytes: plainBytes,
+          bytes: eventBytes + (times.errorMessage?.length ?? 0),
+        };
+      } else if (fields === undefined) {
         // The common case, kept free of intermediate objects: an instant, ok, top level. The
         // host's clock is checked too (a mocked Date.now can be anything).
         if (!inRange(now))

@@ -1,8 +1,15 @@
 import { type WarningChannel, WARN_INTERVAL_MS } from './logger.js';
-import { eventProblem, traceProblem } from './payload-checks.js';
+import { inRange } from './instants.js';
+import { eventProblem, noteWrittenDateTime, traceProblem } from './payload-checks.js';
 import { isEncrypted, sealPayload, type PayloadSealing } from './payload-sealing.js';
 import type { DrainedItem, RecordedEvent } from './recorded-event.js';
-import { SliceClock, payloadJson, sealPayloadSliced } from './sliced-json.js';
+import {
+  SliceClock,
+  payloadJson,
+  payloadJsonNow,
+  sealPayloadSliced,
+  sealsAtOnce,
+} from './sliced-json.js';
 
 /** One event as wire JSON: `head` is the event up to its payload (`{"id":…,`), `payload` its JSON. */
 export interface WireEvent {
@@ -43,6 +50,7 @@ function iso(ms: number): string {
   if (ms !== lastIsoMs) {
     lastIso = new Date(ms).toISOString();
     lastIsoMs = ms;
+    if (inRange(ms)) noteWrittenDateTime(lastIso);
   }
   return lastIso;
 }
@@ -57,13 +65,11 @@ export interface AssemblyLimits {
   clock?: SliceClock;
 }
 
-async function wireEvent(
-  event: RecordedEvent,
-  sealing: PayloadSealing,
-  limits: AssemblyLimits,
-  clock: SliceClock,
-): Promise<{ event: WireEvent } | { problem: string }> {
-  const envelope = {
+type WireOutcome = { event: WireEvent } | { problem: string };
+
+/** The envelope of an event: its wire fields, an empty object standing in for the payload. */
+function envelopeOf(event: RecordedEvent, sealing: PayloadSealing) {
+  return {
     id: event.id,
     traceId: event.traceId,
     sequence: event.sequence,
@@ -77,28 +83,63 @@ async function wireEvent(
     errorMessage: event.errorMessage,
     payload: ANY_OBJECT,
   };
+}
+
+/** Its payload's JSON when it is larger than the service takes: the marker, with a warning. */
+function truncatedJson(event: RecordedEvent, limits: AssemblyLimits): { json: string } {
+  limits.warnings.throttled(
+    'event-too-large',
+    WARN_INTERVAL_MS,
+    `a ${event.type} payload is larger than maxEventBytes (${limits.maxEventBytes}) as UTF-8 JSON; it is replaced by a truncation marker`,
+    { traceId: event.traceId, eventId: event.id },
+  );
+  return {
+    json: JSON.stringify({
+      truncated: true,
+      reason: `larger than maxEventBytes (${limits.maxEventBytes})`,
+    }),
+  };
+}
+
+/**
+ * The common case at once: a payload small enough to be written (and sealed) in one call, as
+ * almost every event's is — no promise and no pause per event. Undefined for one that needs
+ * slices ({@link wireEvent}).
+ */
+function wireEventNow(
+  event: RecordedEvent,
+  sealing: PayloadSealing,
+  limits: AssemblyLimits,
+): WireOutcome | undefined {
+  const envelope = envelopeOf(event, sealing);
+  const problem = eventProblem(envelope);
+  if (problem !== null) return { problem: `event does not match the schema: ${problem}` };
+  const plain = payloadJsonNow(event.payload, event.payloadBytes, limits.maxEventBytes);
+  if (plain === undefined) return undefined;
+  const json = 'tooLarge' in plain ? truncatedJson(event, limits).json : plain.json;
+  if (!sealsAtOnce(json, sealing)) return undefined;
+  // `{…,"payload":{}}` → `{…,` ; batchJson appends `"payload":<json>}`
+  const head = JSON.stringify(envelope).slice(0, -PAYLOAD_TAIL.length);
+  return { event: { id: event.id, head, payload: sealPayload(json, sealing) } };
+}
+
+async function wireEvent(
+  event: RecordedEvent,
+  sealing: PayloadSealing,
+  limits: AssemblyLimits,
+  clock: SliceClock,
+): Promise<WireOutcome> {
+  const envelope = envelopeOf(event, sealing);
   const problem = eventProblem(envelope);
   if (problem !== null) return { problem: `event does not match the schema: ${problem}` };
   // The payload copy was checked when recorded (plain JSON values, an object at the root); its
   // size then was an estimate by characters, and here it is measured in UTF-8 bytes as sent.
-  let plain = await payloadJson(event.payload, event.payloadBytes, limits.maxEventBytes, clock);
+  const plain = await payloadJson(event.payload, event.payloadBytes, limits.maxEventBytes, clock);
   await clock.pause();
-  if ('tooLarge' in plain) {
-    limits.warnings.throttled(
-      'event-too-large',
-      WARN_INTERVAL_MS,
-      `a ${event.type} payload is larger than maxEventBytes (${limits.maxEventBytes}) as UTF-8 JSON; it is replaced by a truncation marker`,
-      { traceId: event.traceId, eventId: event.id },
-    );
-    const json = JSON.stringify({
-      truncated: true,
-      reason: `larger than maxEventBytes (${limits.maxEventBytes})`,
-    });
-    plain = { json, bytes: json.length };
-  }
+  const json = 'tooLarge' in plain ? truncatedJson(event, limits).json : plain.json;
   // `{…,"payload":{}}` → `{…,` ; batchJson appends `"payload":<json>}`
   const head = JSON.stringify(envelope).slice(0, -PAYLOAD_TAIL.length);
-  const payload = await sealPayloadSliced(plain.json, sealing, clock, sealPayload);
+  const payload = await sealPayloadSliced(json, sealing, clock, sealPayload);
   return { event: { id: event.id, head, payload } };
 }
 
@@ -139,9 +180,10 @@ export async function assembleItems(
     for (const event of item.events) {
       // Each event is guarded on its own: whatever goes wrong with one (a bug of ours, a time
       // `toISOString` cannot write) costs that event only, never its batch.
-      let made: { event: WireEvent } | { problem: string };
+      let made: WireOutcome;
       try {
-        made = await wireEvent(event, sealing, limits, clock);
+        made =
+          wireEventNow(event, sealing, limits) ?? (await wireEvent(event, sealing, limits, clock));
       } catch (error) {
         made = { problem: `event cannot be written: ${(error as Error).message}` };
       }
@@ -152,7 +194,8 @@ export async function assembleItems(
           eventId: event.id,
           type: event.type,
         });
-      await clock.pause();
+      const wait = clock.pause();
+      if (wait !== undefined) await wait;
     }
     out.push({ traceId: item.trace.id, trace: trace.json, events });
   }

@@ -23,7 +23,22 @@ const DATE_TIME_FORMAT = 'flightlog-date-time';
 const STORABLE_TEXT_FORMAT = 'flightlog-storable-text';
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-if (!FormatRegistry.Has(DATE_TIME_FORMAT)) FormatRegistry.Set(DATE_TIME_FORMAT, isIsoDateTime);
+// The two texts the client wrote last from instants in range: valid by construction, so the
+// envelope check of each event at flush time does not parse its own dates again.
+let writtenA = '';
+let writtenB = '';
+
+/** Notes a date-time the client wrote itself: `toISOString()` of an instant in the service's range. */
+export function noteWrittenDateTime(text: string): void {
+  writtenB = writtenA;
+  writtenA = text;
+}
+
+if (!FormatRegistry.Has(DATE_TIME_FORMAT))
+  FormatRegistry.Set(
+    DATE_TIME_FORMAT,
+    (value) => value === writtenA || value === writtenB || isIsoDateTime(value),
+  );
 if (!FormatRegistry.Has(STORABLE_TEXT_FORMAT))
   FormatRegistry.Set(
     STORABLE_TEXT_FORMAT,

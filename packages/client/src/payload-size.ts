@@ -149,3 +149,74 @@ export function snapshotPayload(root: object, limit: number): PayloadSnapshot | 
     ({ failure, bytes, budget } = outer);
   }
 }
+
+/**
+ * The size estimate of a payload the client built itself (the instrumentations' `llm_call`
+ * payloads: fresh objects, arrays, strings, finite numbers and booleans, nothing the host can
+ * change afterwards), counted exactly as {@link snapshotPayload} counts, without copying it: such
+ * a payload is recorded as it is. Returns the estimate, or TOO_LARGE past `limit`, or TOO_DEEP.
+ */
+export function measureOwnPayload(root: object, limit: number): number {
+  // Saved and restored (in locals: nothing allocated), as snapshotPayload does.
+  const outerFailure = failure;
+  const outerBytes = bytes;
+  const outerBudget = budget;
+  failure = 0;
+  bytes = 0;
+  budget = limit;
+  try {
+    return measure(root, 1) ? bytes : failure;
+  } finally {
+    failure = outerFailure;
+    bytes = outerBytes;
+    budget = outerBudget;
+  }
+}
+
+function measure(value: unknown, depth: number): boolean {
+  switch (typeof value) {
+    case 'string':
+      bytes += value.length + 2;
+      if (bytes > budget) return measureFail(TOO_LARGE);
+      return true;
+    case 'number':
+      bytes += 8;
+      return true;
+    case 'boolean':
+      bytes += 5;
+      return true;
+    case 'object':
+      break;
+    default:
+      return true; // left out, as JSON leaves out undefined
+  }
+  if (value === null) {
+    bytes += 4;
+    return true;
+  }
+  if (depth > MAX_PAYLOAD_DEPTH) return measureFail(TOO_DEEP);
+  bytes += 2;
+  if (Array.isArray(value)) {
+    const list = value as unknown[];
+    for (let i = 0; i < list.length; i++) {
+      if (!measure(list[i], depth + 1)) return false;
+      bytes += 1;
+      if (bytes > budget) return measureFail(TOO_LARGE);
+    }
+    return true;
+  }
+  const record = value as Record<string, unknown>;
+  for (const name in record) {
+    const item = record[name];
+    if (item === undefined) continue;
+    if (!measure(item, depth + 1)) return false;
+    bytes += name.length + 4;
+    if (bytes > budget) return measureFail(TOO_LARGE);
+  }
+  return true;
+}
+
+function measureFail(code: number): false {
+  failure = code;
+  return false;
+}

@@ -106,6 +106,18 @@ export function applyAnthropicMessage(record: LlmCallRecord, response: unknown):
   record.extra = { responseId: text(field(response, 'id')) };
 }
 
+/** A streamed event as read (every field checked before use). */
+interface StreamEvent {
+  type?: unknown;
+  index?: unknown;
+  delta?: unknown;
+}
+interface BlockDelta {
+  type?: unknown;
+  text?: unknown;
+  partial_json?: unknown;
+}
+
 /** Builds the record of a streamed call from its events (`message_start` … `message_stop`). */
 export class AnthropicStreamAccumulator implements StreamReader {
   private readonly blocks = new Map<number, LlmToolCall>();
@@ -117,9 +129,22 @@ export class AnthropicStreamAccumulator implements StreamReader {
 
   constructor(private readonly record: LlmCallRecord) {}
 
-  add(event: unknown): void {
-    const type = field(event, 'type');
-    if (type === 'message_start') {
+  // Read once per streamed event: the fields are read by name at each place (not through
+  // `field`, whose one keyed read serves every shape and so is slow), each checked before use.
+  add(item: unknown): void {
+    if (typeof item !== 'object' || item === null) return;
+    const event = item as StreamEvent;
+    const type = event.type;
+    if (type === 'content_block_delta') {
+      const delta = event.delta;
+      if (typeof delta !== 'object' || delta === null) return;
+      const { type: deltaType, text: piece, partial_json: json } = delta as BlockDelta;
+      if (deltaType === 'text_delta') this.record.content += typeof piece === 'string' ? piece : '';
+      else if (deltaType === 'input_json_delta') {
+        const call = this.blocks.get(count(event.index));
+        if (call !== undefined) call.arguments += typeof json === 'string' ? json : '';
+      }
+    } else if (type === 'message_start') {
       const started = field(event, 'message');
       const model = field(started, 'model');
       if (typeof model === 'string' && model !== '') this.record.model = model;
@@ -129,21 +154,13 @@ export class AnthropicStreamAccumulator implements StreamReader {
     } else if (type === 'content_block_start') {
       const block = field(event, 'content_block');
       if (field(block, 'type') === 'tool_use')
-        this.blocks.set(count(field(event, 'index')), {
+        this.blocks.set(count(event.index), {
           id: text(field(block, 'id')),
           name: text(field(block, 'name'), 'tool'),
           arguments: '',
         });
-    } else if (type === 'content_block_delta') {
-      const delta = field(event, 'delta');
-      const deltaType = field(delta, 'type');
-      if (deltaType === 'text_delta') this.record.content += text(field(delta, 'text'));
-      else if (deltaType === 'input_json_delta') {
-        const call = this.blocks.get(count(field(event, 'index')));
-        if (call !== undefined) call.arguments += text(field(delta, 'partial_json'));
-      }
     } else if (type === 'message_delta') {
-      const stop = field(field(event, 'delta'), 'stop_reason');
+      const stop = field(event.delta, 'stop_reason');
       if (typeof stop === 'string') this.record.finishReason = stop;
       this.deltaUsage = field(event, 'usage');
       // The usage of message_delta is cumulative.

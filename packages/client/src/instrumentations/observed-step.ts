@@ -42,17 +42,21 @@ const NO_STEP_ID = '';
  * step running now in the same trace. Returns undefined when anything about the session is
  * unusable (then the host's call runs unrecorded). Timing, the event's place in the sequence,
  * status, error message, checks, encryption and the never-throw rule are the session's own.
+ * `own`: every payload built for the step is a fresh tree of the instrumentation's own plain
+ * objects, arrays, strings, finite numbers and booleans, which nothing changes afterwards (what
+ * `llmCallPayload` makes): the session records it as it is, without copying it.
  */
 export function beginStep<K extends EventType>(
   session: FlightlogSession,
   type: K,
+  own = false,
 ): ObservedStep<PayloadByType[K]> | undefined {
   try {
     const traceId = session.traceId;
     if (typeof traceId !== 'string') return undefined;
     const open = (session as { [OPEN_STEP]?: unknown })[OPEN_STEP];
     if (typeof open === 'function') {
-      const opened = open.call(session, type) as OpenStep<PayloadByType[K]> | undefined;
+      const opened = open.call(session, type, own) as OpenStep<PayloadByType[K]> | undefined;
       return opened === undefined ? undefined : stepOf(opened);
     }
     return timedStep(session, type, traceId);

@@ -211,6 +211,22 @@ export function responsesFailure(response: unknown): string | undefined {
   return text(field(field(response, 'error'), 'message'), 'the response failed');
 }
 
+/** A chat completion chunk as read (every field checked before use). */
+interface ChatChunk {
+  id?: unknown;
+  model?: unknown;
+  usage?: unknown;
+  choices?: unknown;
+}
+interface ChatChoice {
+  delta?: unknown;
+  finish_reason?: unknown;
+}
+interface ChatDelta {
+  content?: unknown;
+  tool_calls?: unknown;
+}
+
 /** Builds the record of a streamed call from its items as they are read. */
 export class OpenAIStreamAccumulator {
   private readonly toolCalls: LlmToolCall[] = [];
@@ -230,38 +246,52 @@ export class OpenAIStreamAccumulator {
     else this.addChatChunk(item);
   }
 
-  private addChatChunk(chunk: unknown): void {
+  // Read once per streamed chunk: the fields are read by name at each place (not through
+  // `field`, whose one keyed read serves every shape and so is slow), each read still guarded by
+  // its type check.
+  private addChatChunk(item: unknown): void {
+    if (typeof item !== 'object' || item === null) return;
+    const chunk = item as ChatChunk;
     const record = this.record;
-    const model = field(chunk, 'model');
+    const model = chunk.model;
     if (typeof model === 'string' && model !== '') record.model = model;
-    const usage = chatUsage(field(chunk, 'usage'));
-    if (usage !== undefined) record.usage = usage;
-    const choice = firstChoice(chunk);
-    if (choice === undefined) return;
-    const delta = field(choice, 'delta');
-    const content = field(delta, 'content');
-    if (typeof content === 'string') record.content += content;
-    const calls = field(delta, 'tool_calls');
-    if (Array.isArray(calls))
-      for (const call of calls) {
-        const index = count(field(call, 'index'));
-        const slot = (this.toolCalls[index] ??= { name: '', arguments: '' });
-        const id = field(call, 'id');
-        if (typeof id === 'string') slot.id = id;
-        const fn = field(call, 'function');
-        const name = field(fn, 'name');
-        if (typeof name === 'string') slot.name += name;
-        const args = field(fn, 'arguments');
-        if (typeof args === 'string') slot.arguments += args;
-      }
-    const finish = field(choice, 'finish_reason');
+    const reported = chunk.usage;
+    if (typeof reported === 'object' && reported !== null) {
+      const usage = chatUsage(reported);
+      if (usage !== undefined) record.usage = usage;
+    }
+    const choices = chunk.choices;
+    if (!Array.isArray(choices)) return;
+    const choice: unknown = choices[0];
+    if (typeof choice !== 'object' || choice === null) return;
+    const { delta, finish_reason: finish } = choice as ChatChoice;
+    if (typeof delta === 'object' && delta !== null) {
+      const { content, tool_calls: calls } = delta as ChatDelta;
+      if (typeof content === 'string') record.content += content;
+      if (Array.isArray(calls)) this.addToolCallDeltas(calls);
+    }
     if (typeof finish === 'string') {
       record.finishReason = finish;
       this.finished = true;
     }
+    // The id of a chunk with a choice (Azure's first chunk, of content filters, has an empty one).
     if (record.extra === undefined) {
-      const id = field(chunk, 'id');
+      const id = chunk.id;
       if (typeof id === 'string') record.extra = { responseId: id };
+    }
+  }
+
+  private addToolCallDeltas(calls: unknown[]): void {
+    for (const call of calls) {
+      const index = count(field(call, 'index'));
+      const slot = (this.toolCalls[index] ??= { name: '', arguments: '' });
+      const id = field(call, 'id');
+      if (typeof id === 'string') slot.id = id;
+      const fn = field(call, 'function');
+      const name = field(fn, 'name');
+      if (typeof name === 'string') slot.name += name;
+      const args = field(fn, 'arguments');
+      if (typeof args === 'string') slot.arguments += args;
     }
   }
 

@@ -1,7 +1,7 @@
 import type { LlmCallPayload } from '@flightlog/protocol';
 import type { FlightlogSession } from '../session-types.js';
 import { llmCallPayload, type LlmCallRecord, type LlmObserveOptions } from './llm-payload.js';
-import { beginStep, instrumentCall, type ObservedStep } from './observed-step.js';
+import { beginStep, type ObservedStep } from './observed-step.js';
 import { observeStainlessResult, observeStream, type StreamEnd } from './stainless-results.js';
 
 /** How a Stainless SDK (OpenAI, Anthropic) call is read. */
@@ -51,34 +51,49 @@ export function recordStainlessCall(
   args: unknown[],
 ): unknown {
   let record: LlmCallRecord | undefined;
-  const payloadOf = (extra?: Partial<LlmCallRecord>) => (): LlmCallPayload =>
-    llmCallPayload({ ...(record as LlmCallRecord), ...extra }, options);
-  return instrumentCall<LlmCallPayload, unknown>(
-    () => {
-      record = reader.request(args[0]);
-      return beginStep(session, 'llm_call');
-    },
-    () => Reflect.apply(original, thisArg, args),
-    (step, result) => {
-      const failed = (error: unknown) =>
-        step.fail(payloadOf(isAbortError(error) ? { aborted: true } : {}), error);
-      const watched = observeStainlessResult(
-        result,
-        (value) => {
-          const call = record as LlmCallRecord;
-          if (call.streamed) watchStream(step, reader.stream(call), value, options);
-          else {
-            const failure = reader.response(call, value);
-            if (failure === undefined) step.ok(payloadOf());
-            else step.fail(payloadOf(), new Error(failure));
-          }
-        },
-        failed,
-      );
-      if (!watched) step.ok(payloadOf({ finishReason: 'unknown' }));
-    },
-    (step, error) => step.fail(payloadOf(), error),
-  );
+  let step: ObservedStep<LlmCallPayload> | undefined;
+  try {
+    record = reader.request(args[0]);
+    // The payloads are llmCallPayload's fresh objects: recorded without a copy.
+    step = beginStep(session, 'llm_call', true);
+  } catch {
+    step = undefined;
+  }
+  if (step === undefined || record === undefined) return Reflect.apply(original, thisArg, args);
+  const call = record;
+  const started = step;
+  const payload = (): LlmCallPayload => llmCallPayload(call, options);
+  let result: unknown;
+  try {
+    result = Reflect.apply(original, thisArg, args);
+  } catch (error) {
+    started.fail(payload, error);
+    throw error;
+  }
+  try {
+    const watched = observeStainlessResult(
+      result,
+      (value) => {
+        if (call.streamed) watchStream(started, reader.stream(call), value, options);
+        else {
+          const failure = reader.response(call, value);
+          if (failure === undefined) started.ok(payload);
+          else started.fail(payload, new Error(failure));
+        }
+      },
+      (error) => {
+        if (isAbortError(error)) call.aborted = true;
+        started.fail(payload, error);
+      },
+    );
+    if (!watched) {
+      call.finishReason = 'unknown';
+      started.ok(payload);
+    }
+  } catch {
+    // An instrumentation bug costs the event, never the host's call.
+  }
+  return result;
 }
 
 function watchStream(
@@ -87,26 +102,39 @@ function watchStream(
   stream: unknown,
   options: LlmObserveOptions,
 ): void {
-  const payload = (aborted: boolean) => () =>
-    llmCallPayload(aborted ? { ...reader.result(), aborted: true } : reader.result(), options);
+  const payload = () => llmCallPayload(reader.result(), options);
+  const abortedPayload = () => {
+    const record = reader.result();
+    record.aborted = true;
+    return llmCallPayload(record, options);
+  };
   const watched = observeStream(
     stream,
     (item) => reader.add(item),
     (end: StreamEnd) => {
       if (end.kind === 'error') {
-        step.fail(payload(isAbortError(end.error)), end.error);
-      } else if (end.kind === 'aborted' && !reader.finished) {
-        step.fail(payload(true), new Error('the stream was aborted before it finished'));
+        step.fail(isAbortError(end.error) ? abortedPayload : payload, end.error);
+      } else if (
+        !reader.finished &&
+        // Read to its end without saying how it finished: the SDK ends an aborted stream
+        // quietly, so its controller tells (asked only then).
+        (end.kind === 'aborted' || streamAborted(stream))
+      ) {
+        step.fail(abortedPayload, new Error('the stream was aborted before it finished'));
       } else if (reader.failure !== undefined) {
-        step.fail(payload(false), new Error(reader.failure));
-      } else step.ok(payload(false));
+        step.fail(payload, new Error(reader.failure));
+      } else step.ok(payload);
     },
     () => streamAborted(stream),
   );
-  if (!watched) step.ok(payload(false));
+  if (!watched) step.ok(payload);
 }
 
 function streamAborted(stream: unknown): boolean {
-  const controller = (stream as { controller?: { signal?: { aborted?: unknown } } }).controller;
-  return controller?.signal?.aborted === true;
+  try {
+    const controller = (stream as { controller?: { signal?: { aborted?: unknown } } }).controller;
+    return controller?.signal?.aborted === true;
+  } catch {
+    return false;
+  }
 }

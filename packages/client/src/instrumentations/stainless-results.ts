@@ -74,13 +74,17 @@ export function observeStainlessResult(
 /** How a stream ended for its reader. */
 export type StreamEnd = { kind: 'done' } | { kind: 'aborted' } | { kind: 'error'; error: unknown };
 
+const DONE: StreamEnd = { kind: 'done' };
+const ABORTED: StreamEnd = { kind: 'aborted' };
+
 /**
  * Watches the items of an SDK `Stream` as the caller reads them, and how the reading ends: `done`
- * (read to the end), `aborted` (`break`, `return()`, `controller.abort()`: the SDK ends an
- * aborted stream quietly, so `isAborted` tells), or `error`. The caller keeps the very same
- * Stream object; its iterator (the one `for await`, `tee()` and `toReadableStream()` all read)
- * is replaced on that fresh object by one that hands every item on unchanged. False when the
- * object is not such a stream.
+ * (read to the end — the SDK ends an aborted stream quietly too, so a reader that needs to know
+ * asks the stream's controller then), `aborted` (`break`, `return()`; a read that failed once
+ * `isAborted` says the stream was aborted), or `error`. The caller keeps the very same Stream
+ * object; its iterator (the one `for await`, `tee()` and `toReadableStream()` all read) is
+ * replaced on that fresh object by one that hands every item on unchanged. False when the object
+ * is not such a stream.
  */
 export function observeStream(
   stream: unknown,
@@ -111,21 +115,27 @@ function watchIterator(
   end: (how: StreamEnd) => void,
   isAborted: () => boolean,
 ): AsyncIterableIterator<unknown> {
-  // One pair of handlers per iterator, not per item.
+  // One pair of handlers per iterator; per item only the `then` that shows it to us.
   const onNext = (next: IteratorResult<unknown>) => {
-    if (next.done) end(guardedAborted(isAborted) ? { kind: 'aborted' } : { kind: 'done' });
-    else guard(() => onItem(next.value));
+    if (next.done) end(DONE);
+    else
+      try {
+        onItem(next.value);
+      } catch {
+        // An instrumentation bug costs the event, never the host's item.
+      }
     return next;
   };
   const onError = (error: unknown): never => {
-    end(guardedAborted(isAborted) ? { kind: 'aborted' } : { kind: 'error', error });
+    end(guardedAborted(isAborted) ? ABORTED : { kind: 'error', error });
     throw error;
   };
-  const step = (result: Promise<IteratorResult<unknown>>) => result.then(onNext, onError);
   const observed: AsyncIterableIterator<unknown> = {
-    next: (...args: [] | [unknown]) => step(inner.next(...args)),
+    // No rest array per item: an async generator's next() and next(undefined) are the same call.
+    next: (value?: unknown) =>
+      (value === undefined ? inner.next() : inner.next(value)).then(onNext, onError),
     return: (value?: unknown) => {
-      end({ kind: 'aborted' });
+      end(ABORTED);
       return inner.return !== undefined
         ? inner.return(value)
         : Promise.resolve({ done: true, value } as IteratorResult<unknown>);

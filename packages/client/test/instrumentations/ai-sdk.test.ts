@@ -3,6 +3,7 @@ import { MockLanguageModelV3, simulateReadableStream } from 'ai/test';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { flightlogMiddleware } from '../../src/instrumentations/ai-sdk.js';
+import { failingSessions } from '../harness/failing-sessions.js';
 import { lastTrace, recordedSession } from '../harness/recorded-session.js';
 
 const usage = (input: number, output: number, cacheRead = 0) => ({
@@ -246,5 +247,116 @@ describe('flightlogMiddleware for the AI SDK', () => {
     const [event] = await recorded.events();
     expect(JSON.stringify(event?.payload)).not.toContain('secret');
     expect(event?.payload).toMatchObject({ captured: false, usage: { totalTokens: 17 } });
+  });
+});
+
+describe('flightlogMiddleware: concurrent calls and failures of its own', () => {
+  it('records several generateText and streamText calls at once on one session, each once with its own usage', async () => {
+    const recorded = recordedSession();
+    const wrapped = wrapLanguageModel({
+      model: model({
+        // Each call answers its own prompt (`q<n>`), with usage of its own, after a delay that
+        // makes the calls overlap.
+        doGenerate: async ({ prompt }) => {
+          const n = Number(JSON.stringify(prompt).match(/q(\d+)/)?.[1]);
+          await new Promise((r) => setTimeout(r, 5 * (6 - n)));
+          return textResult(`answer ${n}`, 10 * n, n);
+        },
+        doStream: async ({ prompt }) => {
+          const n = Number(JSON.stringify(prompt).match(/q(\d+)/)?.[1]);
+          return {
+            stream: simulateReadableStream({
+              chunks: streamParts(['answer', ` ${n}`], 10 * n, n),
+              chunkDelayInMs: 3 + (n % 3),
+            }),
+          };
+        },
+      }),
+      middleware: flightlogMiddleware(recorded.session),
+    });
+    const generated = [1, 2, 3].map((n) => generateText({ model: wrapped, prompt: `q${n}` }));
+    const streamed = [4, 5, 6].map(async (n) => {
+      const result = streamText({ model: wrapped, prompt: `q${n}` });
+      let text = '';
+      for await (const piece of result.textStream) text += piece;
+      return { text, usage: await result.usage };
+    });
+    const results = await Promise.all([...generated, ...streamed]);
+    expect(results.map((r) => r.text)).toEqual([1, 2, 3, 4, 5, 6].map((n) => `answer ${n}`));
+    const events = await recorded.events();
+    expect(events).toHaveLength(6);
+    expect(new Set(events.map((e) => e.id)).size).toBe(6);
+    for (const event of events) {
+      const payload = event.payload as {
+        input: { messages: { content: string }[] };
+        output: { content: string };
+        operation: string;
+      };
+      const n = Number(payload.output.content.split(' ')[1]);
+      // its own prompt, answer and usage: nothing of another call mixed in
+      expect(payload.input.messages.at(-1)?.content).toBe(`q${n}`);
+      expect(payload.operation).toBe(n <= 3 ? 'generate' : 'stream');
+      expect(event.payload).toMatchObject({
+        usage: { inputTokens: 10 * n, outputTokens: n, totalTokens: 11 * n },
+        streamed: n > 3,
+      });
+      expect(results[n - 1]?.usage).toMatchObject({ inputTokens: 10 * n, outputTokens: n });
+    }
+    // Σ 11n for n = 1..6, and the cost of 210 input and 21 output tokens of gpt-4o-mini, exactly
+    expect(lastTrace(recorded)).toMatchObject({ totalTokens: 231, totalCostUsd: '0.0000441' });
+  });
+
+  it('never throws into the host: when its own recording fails, the calls give what they give unwrapped', async () => {
+    const unwrapped = model({
+      doGenerate: textResult('Hello there'),
+      doStream: async () => ({ stream: simulateReadableStream({ chunks: streamParts(['Hi']) }) }),
+    });
+    const plainText = (await generateText({ model: unwrapped, prompt: 'Say hello' })).text;
+    const plainStream = streamText({ model: unwrapped, prompt: 'Say hello' });
+    let plainPieces = '';
+    for await (const piece of plainStream.textStream) plainPieces += piece;
+    const refusing = recordedSession();
+    const failing = [
+      ...failingSessions(),
+      {
+        // A price entry whose getter throws: the payload cannot be built, so the event is refused.
+        name: 'a payload the client refuses',
+        session: refusing.session,
+        options: {
+          prices: {
+            'gpt-4o-mini': {
+              get input(): number {
+                throw new Error('no price today');
+              },
+              output: 1,
+            },
+          },
+        },
+        failedAsExpected() {
+          expect(refusing.client.stats()).toMatchObject({ recordedEvents: 0, invalidEvents: 2 });
+          expect(refusing.logger.matching('describe() threw: no price today')).toHaveLength(1);
+        },
+      },
+    ];
+    for (const { name, session, failedAsExpected, ...rest } of failing) {
+      const options = 'options' in rest ? rest.options : undefined;
+      const wrapped = wrapLanguageModel({
+        model: model({
+          doGenerate: textResult('Hello there'),
+          doStream: async () => ({
+            stream: simulateReadableStream({ chunks: streamParts(['Hi']) }),
+          }),
+        }),
+        middleware: flightlogMiddleware(session, options),
+      });
+      const generated = await generateText({ model: wrapped, prompt: 'Say hello' });
+      expect(generated.text, name).toBe(plainText);
+      const streamed = streamText({ model: wrapped, prompt: 'Say hello' });
+      let pieces = '';
+      for await (const piece of streamed.textStream) pieces += piece;
+      expect(pieces, name).toBe(plainPieces);
+      expect(await streamed.usage, name).toEqual(await plainStream.usage);
+      failedAsExpected();
+    }
   });
 });

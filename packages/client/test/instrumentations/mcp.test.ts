@@ -5,11 +5,13 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { observeMcpClient } from '../../src/instrumentations/mcp.js';
+import { failingSessions } from '../harness/failing-sessions.js';
 import { recordedSession } from '../harness/recorded-session.js';
 
 /** A real MCP server and client, linked in memory. */
-async function connected() {
+async function connected(more?: (server: McpServer) => void) {
   const server = new McpServer({ name: 'solana-mcp', version: '1.0.0' });
+  more?.(server);
   server.registerTool(
     'get_balance',
     { description: 'Balance of a wallet', inputSchema: { wallet: z.string() } },
@@ -157,5 +159,56 @@ describe('observeMcpClient', () => {
     await mcp.ping();
     await client.callTool({ name: 'get_balance', arguments: { wallet: 'x' } });
     expect(await recorded.events()).toEqual([]);
+  });
+});
+
+describe('observeMcpClient: failures of its own', () => {
+  it('never throws into the host: when its own recording fails, calls give what they give unwrapped', async () => {
+    const client = await connected((server) => {
+      server.registerTool(
+        'depth',
+        { description: 'How deep its argument nests', inputSchema: { data: z.unknown() } },
+        async ({ data }) => {
+          let depth = 0;
+          for (
+            let at: unknown = data;
+            typeof at === 'object' && at !== null;
+            at = Object.values(at)[0]
+          )
+            depth += 1;
+          return { content: [{ type: 'text', text: `depth ${depth}` }] };
+        },
+      );
+    });
+    const request = { name: 'get_balance', arguments: { wallet: 'abc' } };
+    const plain = await client.callTool(request);
+    const plainError = await client.callTool({ name: 'missing' }).catch((e: unknown) => e);
+    // Arguments nesting past the 64 levels the service stores: the client refuses the payload.
+    let deep: Record<string, unknown> = {};
+    for (let i = 0; i < 70; i++) deep = { level: deep };
+    const deepRequest = { name: 'depth', arguments: { data: deep } };
+    const plainDeep = await client.callTool(deepRequest);
+    expect(plainDeep.content).toEqual([{ type: 'text', text: 'depth 71' }]);
+    const refusing = recordedSession();
+    const failing = [
+      ...failingSessions(),
+      {
+        name: 'a payload the client refuses',
+        session: refusing.session,
+        failedAsExpected() {
+          expect(refusing.client.stats()).toMatchObject({ recordedEvents: 2, invalidEvents: 1 });
+          expect(refusing.logger.matching('nests deeper than 64 levels')).toHaveLength(1);
+        },
+      },
+    ];
+    for (const { name, session, failedAsExpected } of failing) {
+      const mcp = observeMcpClient(client, session);
+      expect(await mcp.callTool(request), name).toEqual(plain);
+      expect(await mcp.callTool(deepRequest), name).toEqual(plainDeep);
+      const error = await mcp.callTool({ name: 'missing' }).catch((e: unknown) => e);
+      expect(error, name).toEqual(plainError);
+      expect(error, name).toBeInstanceOf((plainError as object).constructor);
+      failedAsExpected();
+    }
   });
 });

@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observeSolanaConnection } from '../../src/instrumentations/solana.js';
 import { base58, parseWireTransaction } from '../../src/instrumentations/solana-wire.js';
 import { LiteSvmRpc } from '../harness/litesvm-rpc.js';
+import { failingSessions } from '../harness/failing-sessions.js';
 import { lastTrace, recordedSession } from '../harness/recorded-session.js';
 
 let rpc: LiteSvmRpc;
@@ -181,5 +182,37 @@ describe('observeSolanaConnection against a Solana runtime (LiteSVM behind JSON-
     expect(base58(parsed.instructions[0]!.programId)).toBe(SystemProgram.programId.toBase58());
     expect(base58(new Uint8Array(32))).toBe('11111111111111111111111111111111');
     expect(base58(Uint8Array.from([0, 0, 1]))).toBe('112');
+  });
+});
+
+describe('observeSolanaConnection: failures of its own', () => {
+  it('never throws into the host: when its own recording fails, sends give what they give unwrapped', async () => {
+    const refused = (connection: Connection) => {
+      const payer = funded(1);
+      return connection
+        .sendTransaction(transfer(payer, Keypair.generate().publicKey, 5 * LAMPORTS_PER_SOL), [
+          payer,
+        ])
+        .catch((e: unknown) => e);
+    };
+    const plainRefusal = (await refused(connect())) as Error;
+    for (const { name, session, failedAsExpected } of failingSessions()) {
+      const connection = observeSolanaConnection(connect(), session, { network: 'devnet' });
+      const payer = funded();
+      const recipient = Keypair.generate().publicKey;
+      const tx = transfer(payer, recipient, 1_500_000);
+      const signature = await connection.sendTransaction(tx, [payer]);
+      // what sendTransaction returns unwrapped: the signature of the transaction it signed
+      expect(signature, name).toBe(base58(tx.signature as Uint8Array));
+      expect(await connect().getBalance(recipient), name).toBe(1_500_000);
+      const v0 = await versioned(funded(), [[recipient, 500_000]]);
+      expect(await connection.sendRawTransaction(v0.serialize()), name).toBe(
+        base58(v0.signatures[0] as Uint8Array),
+      );
+      const refusal = await refused(connection);
+      expect(refusal, name).toBeInstanceOf(SendTransactionError);
+      expect((refusal as Error).message, name).toBe(plainRefusal.message);
+      failedAsExpected();
+    }
   });
 });

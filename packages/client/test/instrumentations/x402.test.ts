@@ -6,6 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observeX402Fetch } from '../../src/instrumentations/x402.js';
 import { NETWORK, PAY_TO, PaywalledServer } from '../harness/paywalled-server.js';
+import { failingSessions } from '../harness/failing-sessions.js';
 import { recordedSession } from '../harness/recorded-session.js';
 
 let server: PaywalledServer;
@@ -186,5 +187,37 @@ describe('observeX402Fetch against a paywall built with @x402/express', () => {
       v1.closeAllConnections();
       await new Promise((resolve) => v1.close(resolve));
     }
+  });
+});
+
+describe('observeX402Fetch: failures of its own', () => {
+  it('never throws into the host: when its own recording fails, paid requests give what they give unwrapped', async () => {
+    const plain = await wrapFetchWithPayment(fetch, payer())(`${server.url}/forecast`);
+    const plainBody: unknown = await plain.json();
+    const settlements = server.settlements;
+    const failing = failingSessions();
+    for (const { name, session, failedAsExpected } of failing) {
+      // wrapped inside the paying fetch, and the paying fetch itself
+      for (const pay of [
+        wrapFetchWithPayment(observeX402Fetch(fetch, session), payer()),
+        observeX402Fetch(wrapFetchWithPayment(fetch, payer()), session),
+      ]) {
+        const response = await pay(`${server.url}/forecast`);
+        expect(response.status, name).toBe(plain.status);
+        expect(response.headers.get('payment-response'), name).not.toBeNull();
+        expect(await response.json(), name).toEqual(plainBody);
+      }
+      const broken = (async () => {
+        throw new TypeError('fetch failed');
+      }) as typeof fetch;
+      const error = await wrapFetchWithPayment(
+        observeX402Fetch(broken, session),
+        payer(),
+      )(`${server.url}/forecast`).catch((e: unknown) => e);
+      expect(error, name).toBeInstanceOf(TypeError);
+      expect((error as Error).message, name).toBe('fetch failed');
+      failedAsExpected();
+    }
+    expect(server.settlements).toBe(settlements + 2 * failing.length);
   });
 });
