@@ -66,6 +66,7 @@ import { monotonicFactory } from 'ulidx';
 import { MIXES, OneShotPool, createBatchMaker, createBodyPool } from './ingest-bodies.mjs';
 import {
   createLifecycle,
+  envList,
   envNumber,
   machineInfo,
   median,
@@ -88,26 +89,17 @@ const CLI = join(ROOT, 'packages/server/dist/cli.js');
 const BARE_SERVER = join(ROOT, 'bench/bare-ingest-server.mjs');
 const RESULTS_FILE = join(ROOT, 'bench/results/ingest-latest.json');
 
-const list = (name, fallback, allowed) => {
-  const values = (process.env[name]?.trim() || fallback)
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  const unknown = values.filter((v) => !allowed.includes(v));
-  if (unknown.length > 0) {
-    console.error(`${name}: unknown ${unknown.join(', ')} (known: ${allowed.join(', ')})`);
-    process.exit(2);
-  }
-  return values;
-};
-
 const CFG = {
   seconds: envNumber('BENCH_SECONDS', 5, 1, 120),
   rounds: Math.round(envNumber('BENCH_ROUNDS', 3, 1, 20)),
   warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 1, 0, 60),
   databaseUrl: process.env.BENCH_DATABASE_URL?.trim() || 'postgres://postgres@127.0.0.1:5432/test',
-  engines: list('BENCH_ENGINES', 'postgres,pglite', ['postgres', 'pglite', 'pglite-process-crash']),
-  mixes: list('BENCH_MIXES', 'large,small', Object.keys(MIXES)),
+  engines: envList('BENCH_ENGINES', 'postgres,pglite', [
+    'postgres',
+    'pglite',
+    'pglite-process-crash',
+  ]),
+  mixes: envList('BENCH_MIXES', 'large,small', Object.keys(MIXES)),
   serverPoolSize: envNumber('BENCH_SERVER_POOL_SIZE', 0, 0, 1000) || null,
   // extra environment for the server, e.g. INGEST_GROUP_MAX_BATCHES=1 (group commit off)
   serverEnv: Object.fromEntries(

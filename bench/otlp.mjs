@@ -63,12 +63,14 @@ import {
   MODELS,
   TEXTS,
   createLifecycle,
+  envList,
   envNumber,
   machineInfo,
   median,
   reachable,
   redactUrl,
   request,
+  seededRandom,
   startFlightlogServer,
   textTable,
   writeJsonAtomic,
@@ -82,26 +84,13 @@ const RESULTS_FILE = join(ROOT, 'bench/results/otlp-latest.json');
 
 const SIDES = ['batch', 'otlp-protobuf', 'otlp-json'];
 
-const list = (name, fallback, allowed) => {
-  const values = (process.env[name]?.trim() || fallback)
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean);
-  const unknown = values.filter((v) => !allowed.includes(v));
-  if (unknown.length > 0) {
-    console.error(`${name}: unknown ${unknown.join(', ')} (known: ${allowed.join(', ')})`);
-    process.exit(2);
-  }
-  return values;
-};
-
 const CFG = {
   seconds: envNumber('BENCH_SECONDS', 4, 1, 120),
   rounds: Math.round(envNumber('BENCH_ROUNDS', 3, 1, 20)),
   warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 1, 0, 60),
   databaseUrl: process.env.BENCH_DATABASE_URL?.trim() || 'postgres://postgres@127.0.0.1:5432/test',
-  engines: list('BENCH_ENGINES', 'postgres,pglite', ['postgres', 'pglite']),
-  sides: list('BENCH_SIDES', SIDES.join(','), SIDES),
+  engines: envList('BENCH_ENGINES', 'postgres,pglite', ['postgres', 'pglite']),
+  sides: envList('BENCH_SIDES', SIDES.join(','), SIDES),
   spansPerTrace: Math.round(envNumber('BENCH_SPANS', 20, 2, 500)),
   templates: Math.round(envNumber('BENCH_TEMPLATES', 64, 1, 10_000)),
   serverPoolSize: envNumber('BENCH_SERVER_POOL_SIZE', 0, 0, 1000) || null,
@@ -123,13 +112,7 @@ const lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
 // ---------------------------------------------------------------------------------------------
 // The spans: templates recorded with the real SDK, serialised by the exporters' serialisers.
 
-let seed = 0x6d2b79f5;
-function rand() {
-  seed ^= seed << 13;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  return (seed >>> 0) / 4294967296;
-}
+const rand = seededRandom(0x6d2b79f5);
 const pick = (array) => array[Math.floor(rand() * array.length)];
 const int = (min, max) => min + Math.floor(rand() * (max - min + 1));
 const TOOLS = ['search_flights', 'get_weather', 'book_hotel', 'convert_currency'];

@@ -21,17 +21,36 @@ export function envNumber(name, fallback, min, max) {
   return value;
 }
 
+/** A comma-separated list from the environment; a value not in `allowed` stops the benchmark. */
+export function envList(name, fallback, allowed) {
+  const values = (process.env[name]?.trim() || fallback)
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const unknown = values.filter((v) => !allowed.includes(v));
+  if (unknown.length > 0) {
+    console.error(`${name}: unknown ${unknown.join(', ')} (known: ${allowed.join(', ')})`);
+    process.exit(2);
+  }
+  return values;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Synthetic data: 1 trace + N llm_call events per batch, texts drawn from a fixed pool, seeded so
 // every run sends the same mix.
 
-let seed = 0x2545f491;
-function rand() {
-  seed ^= seed << 13;
-  seed ^= seed >>> 17;
-  seed ^= seed << 5;
-  return (seed >>> 0) / 4294967296;
+/** A xorshift32 generator from `seed`: the same numbers every run. */
+export function seededRandom(seed) {
+  let state = seed;
+  return () => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return (state >>> 0) / 4294967296;
+  };
 }
+
+const rand = seededRandom(0x2545f491);
 const pick = (array) => array[Math.floor(rand() * array.length)];
 
 const LETTERS = 'etaoinshrdlcumwfgypbvkjxqz';
