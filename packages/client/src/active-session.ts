@@ -731,7 +731,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       return (options as Record<string, unknown>)[key];
     } catch (error) {
       this.host.warnings.throttled(
-        'end-option-threw',
+        `end-option-threw:${key}`,
         WARN_INTERVAL_MS,
         `end: reading ${key} threw (${errorText(error, 200)}); it is left out`,
         { traceId: this.traceId },
