@@ -94,6 +94,7 @@ export async function ingestBatch(
   }
   // serialised once, for the statement and the live stream alike
   const json = items.map(toItemJson);
+  const bytes = jsonBytes(json);
   const token = payload.verifyToken;
   const claimed = payload.agentId;
   const write = () =>
@@ -102,6 +103,7 @@ export async function ingestBatch(
       batchId: payload.batchId,
       items,
       json,
+      jsonBytes: bytes,
       ...(token !== undefined && claimed !== undefined
         ? { verify: { tokenHash: hashSecret(token), claimedAgentId: claimed } }
         : {}),
@@ -109,9 +111,7 @@ export async function ingestBatch(
     });
   const large = context.largeWrites;
   const outcome =
-    large && jsonBytes(json) >= large.minBytes
-      ? await large.turns.inTurn(agentId, write)
-      : await write();
+    large && bytes >= large.minBytes ? await large.turns.inTurn(agentId, write) : await write();
   if (outcome === undefined) return { kind: 'busy' };
   if (outcome.kind === 'id-conflict') return outcome;
   if (outcome.kind === 'accepted') {

@@ -49,6 +49,8 @@ export interface BatchWrite {
   items: BufferBatchItem[];
   /** The items serialised (toItemJson), when the caller has them already; made here if not. */
   json?: readonly ItemJson[];
+  /** jsonBytes(json), when the caller counted it already. */
+  jsonBytes?: number;
   /** Present when the body carried a verify token (hash) and the agent id it claims. */
   verify?: { tokenHash: string; claimedAgentId: string | undefined };
   analysisGraceMs: number;
@@ -295,7 +297,7 @@ export class TraceStore {
           part,
           traceIds: part.round.map((i) => (write.items[i] as BufferBatchItem).trace.id),
           batchKey: `${write.agentId}\u0000${write.batchId}`,
-          bytes: jsonBytes(json),
+          bytes: write.jsonBytes ?? jsonBytes(json),
           resolve,
           reject,
         }),
