@@ -74,6 +74,7 @@ import {
   reachable,
   redactUrl,
   request,
+  runBenchmark,
   spawnCli,
   startFlightlogServer,
   textTable,
@@ -902,12 +903,4 @@ async function main() {
   console.log(`\nwrote ${RESULTS_FILE} (total ${meta.totalSeconds} s)`);
 }
 
-try {
-  await main();
-  await lifecycle.runCleanups();
-  process.exit(0);
-} catch (error) {
-  console.error(`\n!!! BENCHMARK FAILED: ${error?.stack ?? error}`);
-  await lifecycle.runCleanups();
-  process.exit(1);
-}
+await runBenchmark(lifecycle, main);

@@ -296,6 +296,19 @@ export function serveUntilParentGoes(server, onStop = () => {}) {
  * The resources of one benchmark run: every child and every cleanup is released on every exit
  * path (normal end, error, SIGINT/SIGTERM, the `timeoutSeconds` watchdog).
  */
+/** Runs a benchmark's `main`, then its cleanups, and exits 0, or 1 with the failure printed. */
+export async function runBenchmark(lifecycle, main) {
+  try {
+    await main();
+    await lifecycle.runCleanups();
+    process.exit(0);
+  } catch (error) {
+    console.error(`\n!!! BENCHMARK FAILED: ${error?.stack ?? error}`);
+    await lifecycle.runCleanups();
+    process.exit(1);
+  }
+}
+
 export function createLifecycle({ timeoutSeconds }) {
   const children = new Set();
   const cleanups = [];
