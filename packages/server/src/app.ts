@@ -1,8 +1,6 @@
 import swagger from '@fastify/swagger';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance } from 'fastify';
-import { randomFillSync } from 'node:crypto';
-import { monotonicFactory } from 'ulidx';
 import { ApiKeyResolver } from './auth/api-key-resolver.js';
 import { KeyGuessLimiter } from './auth/key-guess-limiter.js';
 import { createIdentityVerifier, type IdentityVerifier } from './auth/identity.js';
@@ -22,7 +20,9 @@ import { answerClientError, answerFrameworkError, registerProblemHandler } from 
 import { liveRoutes } from './http/live-routes.js';
 import { readRoutes } from './http/read-routes.js';
 import { AgentWriteTurns } from './ingest/agent-write-turns.js';
+import { pooledUlids } from './ids/pooled-ulids.js';
 import { KeyedTurns } from './ingest/keyed-turns.js';
+import { RecentIds } from './ingest/recent-ids.js';
 import { createInProcessBus } from './live/in-process-bus.js';
 import type { LiveBus } from './live/live-bus.js';
 import { LivePublisher } from './live/publish.js';
@@ -74,26 +74,8 @@ export interface LogDestination {
   write(line: string): void;
 }
 
-/**
- * Random numbers from a crypto buffer filled 512 at a time. ulidx draws each of the 16 random
- * characters of an id from crypto on its own (~40 µs per id under load, 2 % of the ingest
- * profile): its monotonic factory does so for the first id of every millisecond, which at a
- * few hundred requests a second is nearly every request.
- */
-function pooledRandom(): () => number {
-  const pool = new Uint32Array(512);
-  let next = pool.length;
-  return () => {
-    if (next === pool.length) {
-      randomFillSync(pool);
-      next = 0;
-    }
-    return (pool[next++] as number) / 2 ** 32;
-  };
-}
-
 /** Request ids: ULIDs, incremented within a millisecond, random from the pool otherwise. */
-const requestIds = monotonicFactory(pooledRandom());
+const requestIds = pooledUlids();
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
@@ -101,6 +83,12 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 function trustHops(hops: number): (address: string, hop: number) => boolean {
   return (_address, hop) => hop < hops;
 }
+
+/**
+ * OTLP traces remembered as written by this process (about 1 MB): an export of one of them is
+ * read before it is written, any other is first tried as a run's first export.
+ */
+const RECENT_OTLP_TRACES = 10_000;
 
 /** Builds the service as a Fastify app made of plugins; it does not listen. */
 export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
@@ -242,6 +230,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       minBytes: config.largeBodyBytes,
     },
     traceTurns: new KeyedTurns(),
+    recentOtlpTraces: new RecentIds(RECENT_OTLP_TRACES),
   };
   const lifecycle = new LifecycleSweeper({
     store: store.lifecycle,

@@ -1,10 +1,11 @@
 import type { FieldError, TransportBatchPayload } from '@flightlog/protocol';
 import { hashSecret } from '../auth/secrets.js';
 import { itemDocument, jsonBytes, toItemJson } from '../store/batch-json.js';
-import type { TraceStore, VerifyOutcome } from '../store/trace-store.js';
+import type { BatchWrite, TraceStore, VerifyOutcome } from '../store/trace-store.js';
 import type { LivePublisher } from '../live/publish.js';
 import type { AgentWriteTurns } from './agent-write-turns.js';
 import type { KeyedTurns } from './keyed-turns.js';
+import type { RecentIds } from './recent-ids.js';
 import { payloadFlaw } from './payload-shape.js';
 
 /** Batches of at least this many events are looked through for id conflicts first. */
@@ -24,6 +25,8 @@ export interface IngestContext {
   largeWrites?: { turns: AgentWriteTurns; minBytes: number };
   /** OTLP exports of one trace take turns in this process (see keyed-turns.ts). */
   traceTurns?: KeyedTurns;
+  /** Traces this process wrote OTLP exports of lately: their next export reads them first. */
+  recentOtlpTraces?: RecentIds;
 }
 
 export type IngestOutcome =
@@ -76,6 +79,7 @@ export async function ingestBatch(
   context: IngestContext,
   agentId: string,
   payload: TransportBatchPayload,
+  options: Pick<BatchWrite, 'newTraces'> = {},
 ): Promise<IngestOutcome> {
   const errors = checkBatch(payload);
   if (errors.length > 0) return { kind: 'invalid', errors };
@@ -108,6 +112,7 @@ export async function ingestBatch(
         ? { verify: { tokenHash: hashSecret(token), claimedAgentId: claimed } }
         : {}),
       analysisGraceMs: context.analysisGraceMs,
+      ...(options.newTraces ? { newTraces: true } : {}),
     });
   const large = context.largeWrites;
   const outcome =

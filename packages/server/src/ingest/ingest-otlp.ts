@@ -1,9 +1,9 @@
-import { monotonicFactory } from 'ulidx';
 import { FlightlogError } from '../errors/flightlog-error.js';
-import { exportBatch } from '../otlp/export-batch.js';
+import { pooledUlids } from '../ids/pooled-ulids.js';
+import { exportBatch, type ExportBatch } from '../otlp/export-batch.js';
 import type { ExportTraceServiceRequest } from '../otlp/otlp-json.js';
 import { mapExport, type SpanRejection } from '../otlp/span-mapping.js';
-import type { VerifyOutcome } from '../store/trace-store.js';
+import type { TraceStore, VerifyOutcome } from '../store/trace-store.js';
 import { ingestBatch, type IngestContext } from './ingest-batch.js';
 
 /**
@@ -13,7 +13,9 @@ import { ingestBatch, type IngestContext } from './ingest-batch.js';
  * What the batch path cannot know by itself, an export's place among the exports of its traces,
  * is read under a lock per trace (TraceStore.withTraceLocks) in the transaction that writes it:
  * concurrent exports of one trace, to any instance, take turns, so none loses or repeats another's
- * spans or totals. The mapping is in ../otlp (span-mapping.ts, export-batch.ts).
+ * spans or totals. The first export of a run needs no read: it is written as new, in one
+ * statement that takes the same locks and writes nothing if a trace exists (see writeFirst).
+ * The mapping is in ../otlp (span-mapping.ts, export-batch.ts).
  */
 
 export type OtlpOutcome =
@@ -40,7 +42,7 @@ const LARGE_EXPORT_SPANS = 1_000;
 /** How often an export is read and written again when another write took one of its ids. */
 const MAX_ATTEMPTS = 3;
 
-const batchIds = monotonicFactory();
+const batchIds = pooledUlids();
 
 const REASONS: Record<SpanRejection, string> = {
   'invalid-trace-id': 'a trace id that is not 32 hex digits (or is all zeros)',
@@ -62,6 +64,51 @@ function rejectionMessage(rejected: ReadonlyMap<SpanRejection, number>): string 
 /** An id of the export was taken by another write between the read and the write. */
 class RaceLost extends Error {}
 
+/** What one write of an export did, published and queued by the caller once it committed. */
+interface ExportWrite {
+  batch: ExportBatch;
+  published: string[][];
+  analysisQueued: boolean;
+  verify: VerifyOutcome | null;
+}
+
+/**
+ * Writes `batch` as one Flightlog batch through `traces` (a store, or one transaction of it);
+ * what it publishes and queues is held back for the caller. Null when the store refused it for
+ * an id (taken by another write, or, with `newTraces`, a trace that exists).
+ */
+async function writeExportBatch(
+  context: IngestContext,
+  traces: TraceStore,
+  agentId: string,
+  batch: ExportBatch,
+  options: { verifyToken?: string; newTraces?: boolean },
+): Promise<ExportWrite | null> {
+  const write: ExportWrite = { batch, published: [], analysisQueued: false, verify: null };
+  if (batch.items.length === 0) return write;
+  const outcome = await ingestBatch(
+    {
+      traces,
+      analysisGraceMs: context.analysisGraceMs,
+      live: { publish: (_agent, documents) => write.published.push(documents) },
+      onAnalysisQueued: () => (write.analysisQueued = true),
+    },
+    agentId,
+    {
+      batchId: batchIds(),
+      items: batch.items,
+      // the key decides the agent: a token is matched against that agent alone
+      ...(options.verifyToken === undefined ? {} : { verifyToken: options.verifyToken, agentId }),
+    },
+    options.newTraces ? { newTraces: true } : {},
+  );
+  if (outcome.kind === 'id-conflict') return null;
+  if (outcome.kind !== 'accepted')
+    throw new Error(`an OTLP export mapped to a batch the store answered ${outcome.kind}`);
+  write.verify = outcome.verify;
+  return write;
+}
+
 /** Stores an export for the agent its API key belongs to. */
 export async function ingestOtlpExport(
   context: IngestContext,
@@ -77,44 +124,39 @@ export async function ingestOtlpExport(
     context.traces.withTraceLocks(traceIds, async (traces) => {
       const stored = await traces.otlpState(traceIds, eventIds);
       const batch = exportBatch(agentId, mapped.spans, stored.traces, stored.events);
-      // published and queued once committed, below (a rolled back attempt leaves no trace)
-      const published: string[][] = [];
-      let analysisQueued = false;
-      let verify: VerifyOutcome | null = null;
-      if (batch.items.length > 0) {
-        const outcome = await ingestBatch(
-          {
-            traces,
-            analysisGraceMs: context.analysisGraceMs,
-            live: { publish: (_agent, documents) => published.push(documents) },
-            onAnalysisQueued: () => (analysisQueued = true),
-          },
-          agentId,
-          {
-            batchId: batchIds(),
-            items: batch.items,
-            // the key decides the agent: a token is matched against that agent alone
-            ...(options.verifyToken === undefined
-              ? {}
-              : { verifyToken: options.verifyToken, agentId }),
-          },
-        );
-        if (outcome.kind === 'id-conflict') throw new RaceLost();
-        if (outcome.kind !== 'accepted')
-          throw new Error(`an OTLP export mapped to a batch the store answered ${outcome.kind}`);
-        verify = outcome.verify;
-      }
-      return { batch, published, analysisQueued, verify };
+      const write = await writeExportBatch(context, traces, agentId, batch, options);
+      // the next attempt reads the id that was taken, and refuses that span alone
+      if (!write) throw new RaceLost();
+      return write;
     });
+
+  // The first export of a run (its traces not written by this process lately) is written as
+  // new: one statement like a batch's, without the transaction that locks and reads. If one of
+  // its traces exists after all (another instance, an exporter's retry) or one of its ids is
+  // taken, that statement writes nothing and the export is written the locked way.
+  const recent = context.recentOtlpTraces;
+  const writeFirst = async () => {
+    if (options.verifyToken === undefined && !recent?.hasAny(traceIds)) {
+      const batch = exportBatch(agentId, mapped.spans, new Map(), new Map());
+      if (batch.rejected.size === 0) {
+        const write = await writeExportBatch(context, context.traces, agentId, batch, {
+          newTraces: true,
+        });
+        if (write) return write;
+      }
+    }
+    return writeLocked();
+  };
   const turns = context.traceTurns;
-  const writeOnce = turns ? () => turns.run(traceIds, writeLocked) : writeLocked;
+  const inTurn = (work: () => Promise<ExportWrite>) => (turns ? turns.run(traceIds, work) : work());
 
   const write = async () => {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await writeOnce();
+        const written = await inTurn(attempt === 1 ? writeFirst : writeLocked);
+        recent?.add(traceIds);
+        return written;
       } catch (error) {
-        // the next attempt reads the id that was taken, and refuses that span alone
         if (!(error instanceof RaceLost)) throw error;
         if (attempt < MAX_ATTEMPTS) continue;
         throw new FlightlogError(

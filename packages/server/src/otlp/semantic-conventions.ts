@@ -74,12 +74,7 @@ const CONTENT_KEYS = new Set([
   'traceloop.entity.input',
   'traceloop.entity.output',
 ]);
-const CONTENT_PREFIXES = [
-  'gen_ai.prompt.',
-  'gen_ai.completion.',
-  'llm.input_messages.',
-  'llm.output_messages.',
-];
+const CONTENT_PREFIX = /^(?:gen_ai\.(?:prompt|completion)|llm\.(?:input|output)_messages)\./;
 
 /** Longest attribute text parsed as JSON (a message list, tool arguments). */
 const MAX_JSON_TEXT = 1024 * 1024;
@@ -202,20 +197,21 @@ function inputMessages(attributes: Attributes): LlmMessage[] | undefined {
   );
 }
 
-function outputMessages(attributes: Attributes): LlmMessage[] | undefined {
+/** `output`: the gen_ai.output.messages attribute, parsed (jsonOrValue). */
+function outputMessages(attributes: Attributes, output: unknown): LlmMessage[] | undefined {
   return (
-    messageList(jsonOrValue(attributes['gen_ai.output.messages'])) ??
+    messageList(output) ??
     indexedMessages(attributes, 'gen_ai.completion', 'role', 'content') ??
     indexedMessages(attributes, 'llm.output_messages', 'message.role', 'message.content')
   );
 }
 
-function finishReason(attributes: Attributes): string {
+/** `messages`: the gen_ai.output.messages attribute, parsed (jsonOrValue). */
+function finishReason(attributes: Attributes, messages: unknown): string {
   const reasons = attributes['gen_ai.response.finish_reasons'];
   if (Array.isArray(reasons) && typeof reasons[0] === 'string') return reasons[0];
   const parsed = jsonOrValue(reasons);
   if (Array.isArray(parsed) && typeof parsed[0] === 'string') return parsed[0];
-  const messages = jsonOrValue(attributes['gen_ai.output.messages']);
   if (Array.isArray(messages)) {
     const last = messages[messages.length - 1] as Record<string, unknown> | undefined;
     if (typeof last?.finish_reason === 'string') return last.finish_reason;
@@ -233,8 +229,8 @@ function finishReason(attributes: Attributes): string {
 function otherAttributes(attributes: Attributes): Attributes {
   const rest: [string, PlainValue][] = [];
   for (const [key, value] of Object.entries(attributes))
-    if (!CONTENT_KEYS.has(key) && !CONTENT_PREFIXES.some((prefix) => key.startsWith(prefix)))
-      rest.push([key, value]);
+    if (!CONTENT_KEYS.has(key) && !CONTENT_PREFIX.test(key)) rest.push([key, value]);
+  // (fromEntries: a `__proto__` key stays an ordinary field)
   return Object.fromEntries(rest);
 }
 
@@ -270,7 +266,9 @@ function llmCall(span: SpanFacts): Classified {
   // a cost only where the span states one: Flightlog keeps no price list of its own
   const costUsd =
     firstAmount(a, ['gen_ai.usage.cost', 'llm.cost.total', 'gen_ai.usage.cost_usd']) ?? 0;
-  const output = outputMessages(a);
+  // parsed once: the messages and the finish reason are read from it
+  const outputJson = jsonOrValue(a['gen_ai.output.messages']);
+  const output = outputMessages(a, outputJson);
   const outputText =
     output?.map((m) => m.content).join('\n') ??
     firstText(a, ['ai.response.text']) ??
@@ -296,7 +294,7 @@ function llmCall(span: SpanFacts): Classified {
         'llm.model_name',
       ]) ?? 'unknown',
     input: { messages: inputMessages(a) ?? [] },
-    output: { content: outputText, finishReason: finishReason(a) },
+    output: { content: outputText, finishReason: finishReason(a, outputJson) },
     usage: { inputTokens, outputTokens, totalTokens },
     costUsd,
     streamed:
@@ -442,7 +440,7 @@ export function outputSummaryOf(attributes: Attributes): string | undefined {
   const a = attributes;
   const explicit = firstText(a, ['flightlog.output_summary']);
   if (explicit) return explicit;
-  const output = outputMessages(a);
+  const output = outputMessages(a, jsonOrValue(a['gen_ai.output.messages']));
   const last = output?.[output.length - 1]?.content;
   if (last) return last;
   return firstText(a, ['ai.response.text', 'output.value', 'traceloop.entity.output']);

@@ -82,9 +82,20 @@ export function isoFromNanos(value: bigint): string {
   // from the decimal text: cheaper than bigint division, and exact
   const digits = value.toString().padStart(7, '0');
   const millis = Number(digits.slice(0, -6));
-  const iso = new Date(millis).toISOString();
-  return `${iso.slice(0, -1)}${digits.slice(-6, -3)}Z`;
+  const second = Math.floor(millis / 1000);
+  // the spans of an export mostly start and end within a few seconds: the date and time up to
+  // the second is formatted once per second (a third of the cost of formatting every time)
+  if (second !== lastSecond) {
+    lastSecond = second;
+    lastSecondIso = new Date(second * 1000).toISOString().slice(0, -4);
+  }
+  const ms = String(millis - second * 1000).padStart(3, '0');
+  return `${lastSecondIso}${ms}${digits.slice(-6, -3)}Z`;
 }
+
+let lastSecond = Number.NaN;
+/** `YYYY-MM-DDTHH:MM:SS.` of lastSecond. */
+let lastSecondIso = '';
 
 function enumNumber(value: string | number | undefined, names: readonly string[]): number {
   if (typeof value === 'number') return value;

@@ -23,10 +23,16 @@ const ANALYSED = ANALYSED_STATUSES.map((status) => `'${status}'`).join(', ');
  *    (step 5), which undoes that update.
  * 3. `stored` upserts the events (after the traces: it reads `written`); a re-sent event of the
  *    same trace and agent is updated in place, an id used elsewhere is not returned.
+ *    A batch flagged `new_traces` ($15: an OTLP export written without reading first, see
+ *    ingest-otlp.ts) only creates traces: its traces are locked first (`locked`, the per-trace
+ *    advisory locks TraceStore.withTraceLocks takes, in the same order), an existing one is never
+ *    updated, and step 5 then fails the statement, so the caller reads what is stored and writes
+ *    again under those locks.
  * 4. `finished`/`superseded`/`queued` queue the analysis of each trace this statement moved to
  *    a finished status (see enqueueAnalysisSql).
  * 5. The final SELECT casts 'flightlog-id-conflict:<pointer>' to an integer when a trace or an
- *    event id belongs to someone else (first by trace order, trace before its events): the
+ *    event id belongs to someone else, or a `new_traces` batch's trace exists already (first by
+ *    trace order, trace before its events): the
  *    error aborts the statement, so nothing at all is written (see id-conflict.ts). The cast
  *    depends on a row of `conflict`, so the planner cannot fold it into an error up front. The
  *    pointer is relative to that trace's batch: a group that fails so is written again one
@@ -45,8 +51,9 @@ export const WRITE_BATCHES = `
 WITH batch AS (
   SELECT * FROM ROWS FROM (
     unnest($1::text[]), unnest($2::text[]), unnest($3::text[]), unnest($4::int[]),
-    unnest($5::int[]), unnest($6::boolean[])
-  ) WITH ORDINALITY AS b(agent_id, batch_id, trace_id, item_count, event_count, claim, n)
+    unnest($5::int[]), unnest($6::boolean[]), unnest($15::boolean[])
+  ) WITH ORDINALITY AS b(agent_id, batch_id, trace_id, item_count, event_count, claim,
+                         new_traces, n)
 ),
 claim AS (
   INSERT INTO accepted_batches (agent_id, batch_id, trace_id, item_count, event_count)
@@ -58,13 +65,13 @@ claim AS (
   RETURNING agent_id, batch_id
 ),
 go AS (
-  SELECT b.n, b.agent_id,
+  SELECT b.n, b.agent_id, b.new_traces,
          NOT b.claim OR EXISTS (
            SELECT 1 FROM claim c WHERE c.agent_id = b.agent_id AND c.batch_id = b.batch_id) AS ok
   FROM batch b
 ),
 incoming AS (
-  SELECT t.*, g.agent_id AS agent, g.ok,
+  SELECT t.*, g.agent_id AS agent, g.ok, g.new_traces,
          -- the agent deleted this run: a client still retrying must not write it back
          EXISTS (SELECT 1 FROM trace_tombstones d
                  WHERE d.trace_id = t.id AND d.agent_id = g.agent_id) AS dropped
@@ -97,6 +104,12 @@ incoming_events AS (
       "payloadEncrypted", "parentEventId", "errorMessage", payload, trace_pos, "indexInItem",
       ordinality)
 ),
+locked AS (
+  SELECT pg_advisory_xact_lock(hashtextextended('flightlog-trace:' || t.id, 0))
+  FROM incoming t
+  WHERE t.new_traces
+  ORDER BY t.pos
+),
 written AS (
   INSERT INTO traces (
     id, agent_id, status, started_at, ended_at, duration_ms, input_summary, output_summary,
@@ -108,7 +121,8 @@ written AS (
          t."totalCostUsd", t."totalLamports", t."chainTxCount", t."toolsCalled",
          t."anchorSignature", t."anchorSlot", t."merkleProof", t."traceHash", t."shareToken"
   FROM incoming t
-  WHERE t.ok AND NOT t.dropped
+  -- (the count makes the locks be taken before the first row is written)
+  WHERE t.ok AND NOT t.dropped AND (SELECT count(*) FROM locked) >= 0
   ORDER BY t.pos
   ON CONFLICT (id) DO UPDATE SET
     status = EXCLUDED.status, started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,
@@ -127,10 +141,12 @@ written AS (
   -- another agent's trace: reported below, and the statement fails; never an older snapshot
   -- (fewer events, or running again after the run ended, unless the sweeper ended it: the
   -- client's word that it is alive wins over the sweeper's guess that it was abandoned)
-  WHERE traces.agent_id <> EXCLUDED.agent_id
-     OR (EXCLUDED.event_count >= traces.event_count
-         AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running'
-                  AND traces.timed_out_at IS NULL))
+  -- (a new_traces batch never updates: it fails below, as for another agent's trace)
+  WHERE NOT EXISTS (SELECT 1 FROM incoming n WHERE n.id = EXCLUDED.id AND n.new_traces)
+    AND (traces.agent_id <> EXCLUDED.agent_id
+         OR (EXCLUDED.event_count >= traces.event_count
+             AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running'
+                      AND traces.timed_out_at IS NULL)))
   -- the subquery reads the statement's snapshot: the row before this write (null when new)
   RETURNING traces.id, traces.agent_id, traces.status,
             (SELECT t0.status FROM traces t0 WHERE t0.id = traces.id) AS previous_status
@@ -165,6 +181,11 @@ conflict AS (
     FROM written w JOIN incoming t ON t.id = w.id
     WHERE w.agent_id <> t.agent
     UNION ALL
+    SELECT t.pos, 0, '/items/' || t.item || '/trace/id'
+    FROM incoming t
+    WHERE t.new_traces AND t.ok AND NOT t.dropped
+      AND NOT EXISTS (SELECT 1 FROM written w WHERE w.id = t.id)
+    UNION ALL
     -- each event's index in its item travels with it ($13): counting what precedes it here
     -- would cost the square of the batch, and a batch of re-sent ids is all conflicts
     SELECT t.pos, e.ordinality, '/items/' || t.item || '/events/' || e."indexInItem" || '/id'
@@ -193,6 +214,8 @@ export interface BatchPart {
   round: readonly number[];
   /** Whether this statement claims the batch id (the first round of a batch does). */
   claim: boolean;
+  /** Only creates traces: one that exists fails the statement (see WRITE_BATCHES, step 2). */
+  newTraces?: boolean;
 }
 
 /** What WRITE_BATCHES answered, per batch part in the order given. */
@@ -257,6 +280,7 @@ export function batchesParams(parts: readonly BatchPart[], analysisGraceMs: numb
     eventTraces,
     indexesInItem,
     analysisGraceMs,
+    parts.map((p) => p.newTraces === true),
   ];
 }
 

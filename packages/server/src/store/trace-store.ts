@@ -54,6 +54,12 @@ export interface BatchWrite {
   /** Present when the body carried a verify token (hash) and the agent id it claims. */
   verify?: { tokenHash: string; claimedAgentId: string | undefined };
   analysisGraceMs: number;
+  /**
+   * Only creates its traces: when one exists already (or is created meanwhile), nothing is
+   * written and the outcome is an id conflict on it (see WRITE_BATCHES, step 2). For writers
+   * that would otherwise read a trace before writing it (OTLP exports).
+   */
+  newTraces?: boolean;
 }
 
 export type BatchWriteOutcome =
@@ -343,6 +349,7 @@ export class TraceStore {
       round,
       claim,
       analysisGraceMs: write.analysisGraceMs,
+      ...(write.newTraces ? { newTraces: true } : {}),
     };
   }
 

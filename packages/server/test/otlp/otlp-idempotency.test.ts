@@ -135,6 +135,38 @@ describeEngines('OTLP ingest: many exports, retries, order [%s]', (engine) => {
     expect(events).toHaveLength(3);
   });
 
+  it('a run exported to two instances in turn continues: retries skipped, numbers and totals carried on', async () => {
+    // an instance writes a run's first export without reading; the other instance, which has not
+    // seen the run, tries the same and must find it and continue it (one instance on PGlite)
+    const other =
+      engine === 'postgres' ? await startTestServer(engine, {}, { shareWith: server }) : server;
+    try {
+      const { tracer, finished } = recordingTracer();
+      const root = tracer.startSpan('run');
+      const [first, second, third] = [1, 2, 3].map((n) => {
+        const child = childSpan(tracer, root, `chat ${n}`, chatAttributes(n * 10, n));
+        child.end();
+        return child;
+      }) as [Span, Span, Span];
+      root.end();
+      const all = finished();
+      const [a, b] = [server, other].map((s) =>
+        otlpExporter(s.url, { encoding: 'protobuf', apiKey: agent.apiKey }),
+      ) as [ReturnType<typeof otlpExporter>, ReturnType<typeof otlpExporter>];
+      expect((await exportSpans(a, finishedOf(all, first, second))).ok).toBe(true);
+      expect((await exportSpans(b, finishedOf(all, first, third, root))).ok).toBe(true);
+      expect((await exportSpans(a, finishedOf(all, root, second))).ok).toBe(true);
+      const { trace, events } = await readRun(traceIdOf(root));
+      expect(trace).toMatchObject({ eventCount: 4, totalTokens: 66, status: 'completed' });
+      // numbered in arrival order, by start time within an export (the root started first)
+      expect(events.map((e) => [e.id, e.sequence])).toEqual(
+        [first, second, root, third].map((span, i) => [eventIdOf(span), i]),
+      );
+    } finally {
+      if (other !== server) await other.close();
+    }
+  });
+
   it('concurrent exports of one trace, to one instance or two, neither lose nor repeat a span', async () => {
     const second =
       engine === 'postgres' ? await startTestServer(engine, {}, { shareWith: server }) : server;

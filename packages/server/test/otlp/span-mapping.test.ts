@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { createBoundedValidator } from '../../src/http/schema-validator.js';
 import { exportBatch } from '../../src/otlp/export-batch.js';
 import type { ExportTraceServiceRequest } from '../../src/otlp/otlp-json.js';
-import { mapExport, type MappedSpan } from '../../src/otlp/span-mapping.js';
+import { isoFromNanos, mapExport, type MappedSpan } from '../../src/otlp/span-mapping.js';
 
 /**
  * The mapping of spans to events, from the attributes each instrumentation writes (the names are
@@ -506,5 +506,29 @@ describe('anything else', () => {
     expect(JSON.stringify(data.deep)).toContain('[nested too deep]');
     expect(Object.getOwnPropertyDescriptor(data, '__proto__')?.value).toBe('plain key');
     expect(spans[0]!.event).toMatchObject({ endedAt: null, durationMs: null });
+  });
+});
+
+describe('times from nanoseconds', () => {
+  it('are exact to the microsecond whatever order the seconds come in', () => {
+    const reference = (nanos: bigint) => {
+      const millis = Number(nanos / 1_000_000n);
+      const micros = String(Number((nanos / 1_000n) % 1_000n)).padStart(3, '0');
+      return `${new Date(millis).toISOString().slice(0, -1)}${micros}Z`;
+    };
+    // seconds revisited out of order, second and millisecond edges, the epoch, year 10000+
+    const times = [
+      1_764_000_000_999_999_999n,
+      1_764_000_001_000_000_000n,
+      1_764_000_000_000_000_001n,
+      1_764_000_001_000_999_000n,
+      1_764_000_000_500_123_456n,
+      1n,
+      999_999n,
+      1_000_000n,
+      253_402_300_800_000_001_000n,
+      1_764_000_000_999_999_999n,
+    ];
+    for (const nanos of times) expect(isoFromNanos(nanos)).toBe(reference(nanos));
   });
 });
