@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { whileStoreBusy } from '../harness/busy-store.js';
 import { describeEngines } from '../harness/engines.js';
 import { postBatch, type HttpResult } from '../harness/http.js';
 import { analysisJobs, storedEvents, storedTrace, tableCounts } from '../harness/inspect.js';
@@ -24,26 +25,11 @@ describeEngines('group commit of batches [%s]', (engine) => {
   });
   afterAll(() => server.close());
 
-  /**
-   * Posts the bodies all at once, answers in order, while the store is busy for a moment (a
-   * transaction holding the table every batch claims its id in): the first batch's statement
-   * waits, and everything that arrives meanwhile waits to be grouped, as under load. (On PGlite
-   * in memory a statement otherwise ends before the next request is even read: no batch would
-   * ever wait.)
-   */
-  const burst = async (bodies: { key: string; body: unknown }[]) => {
-    let held!: () => void;
-    const holding = new Promise<void>((resolve) => (held = resolve));
-    const busy = server.store.sql.transaction(async (tx) => {
-      await tx.query('LOCK TABLE accepted_batches IN EXCLUSIVE MODE');
-      held();
-      await new Promise((resolve) => setTimeout(resolve, 300));
-    });
-    await holding;
-    const answers = Promise.all(bodies.map(({ key, body }) => postBatch(server.url, key, body)));
-    await busy;
-    return answers;
-  };
+  /** Posts the bodies all at once, answers in order, while the store is busy for a moment. */
+  const burst = (bodies: { key: string; body: unknown }[]) =>
+    whileStoreBusy(server.store, () =>
+      Promise.all(bodies.map(({ key, body }) => postBatch(server.url, key, body))),
+    );
 
   it('a burst of two agents shares statements, and every batch is stored exactly, once', async () => {
     const commitsBefore = server.store.traces.groupCommits;

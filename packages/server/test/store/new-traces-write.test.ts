@@ -1,6 +1,7 @@
 import type { Event, Trace } from '@flightlog/protocol';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { BatchWrite } from '../../src/store/trace-store.js';
+import { whileStoreBusy } from '../harness/busy-store.js';
 import { describeEngines } from '../harness/engines.js';
 import { storedEvents, storedTrace } from '../harness/inspect.js';
 import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
@@ -110,22 +111,14 @@ describeEngines('batches that only create their traces [%s]', (engine) => {
     const neighbours = Array.from({ length: 6 }, () => run(2));
     const groupsBefore = grouped.store.traces.groupCommits + grouped.store.traces.groupFallbacks;
     // the store held busy for a moment, so that the writes below wait and form a group
-    let held!: () => void;
-    const holding = new Promise<void>((resolve) => (held = resolve));
-    const busy = grouped.store.sql.transaction(async (tx) => {
-      await tx.query('LOCK TABLE accepted_batches IN EXCLUSIVE MODE');
-      held();
-      await new Promise((resolve) => setTimeout(resolve, 300));
-    });
-    await holding;
-    const outcomes = Promise.all([
-      ...neighbours.map((n, i) =>
-        write(grouped, i % 2 ? groupedTheirs : groupedMine, [n], { newTraces: i < 3 }),
-      ),
-      write(grouped, groupedMine, [run(3, { id: existing.trace.id })], { newTraces: true }),
-    ]);
-    await busy;
-    const answers = await outcomes;
+    const answers = await whileStoreBusy(grouped.store, () =>
+      Promise.all([
+        ...neighbours.map((n, i) =>
+          write(grouped, i % 2 ? groupedTheirs : groupedMine, [n], { newTraces: i < 3 }),
+        ),
+        write(grouped, groupedMine, [run(3, { id: existing.trace.id })], { newTraces: true }),
+      ]),
+    );
     expect(answers.slice(0, 6).map((a) => a.kind)).toEqual(neighbours.map(() => 'accepted'));
     expect(answers[6]).toEqual({ kind: 'id-conflict', pointer: '/items/0/trace/id' });
     expect(grouped.store.traces.groupCommits + grouped.store.traces.groupFallbacks).toBeGreaterThan(
