@@ -401,6 +401,42 @@ function otlpRows(json) {
   return rows;
 }
 
+function scaleOutRows(json) {
+  const benchmark = 'scale-out';
+  const one = json.summary?.one;
+  const two = json.summary?.two;
+  if (!one || !two) return [row({ benchmark, figure: 'one vs two instances: not measured' })];
+  const streams = json.live?.streams ?? [];
+  return [
+    row({
+      benchmark,
+      figure: `two instances vs one, one PostgreSQL and Redis, ${json.config?.mix ?? 'large'} batches/s`,
+      value: two.batchesPerSec,
+      unit: '/s',
+      baseline: one.batchesPerSec,
+      baselineLabel: 'one instance, same machine',
+      target: 'ratio >= 0.9',
+      meets: (v) => v / one.batchesPerSec >= 0.9,
+    }),
+    row({
+      benchmark,
+      figure: 'stored batches missing from a live stream of either instance',
+      value: streams.reduce((n, s) => n + s.missing, 0),
+      unit: 'batches',
+      target: '0',
+      meets: (v) => v === 0,
+    }),
+    row({
+      benchmark,
+      figure: 'service CPU per batch, one instance',
+      value: one.cpuMsPerBatch?.instanceA,
+      unit: 'ms',
+      baseline: one.cpuMsPerBatch?.postgres,
+      baselineLabel: "PostgreSQL's CPU per batch",
+    }),
+  ];
+}
+
 export const SUMMARISE = {
   ingest: ingestRows,
   live: liveRows,
@@ -409,6 +445,7 @@ export const SUMMARISE = {
   instrumentations: instrumentationsRows,
   dashboard: dashboardRows,
   otlp: otlpRows,
+  'scale-out': scaleOutRows,
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 // The benchmark suite (`npm run bench`): runs ingest.mjs, live.mjs, client.mjs, analysis.mjs,
-// instrumentations.mjs, dashboard.mjs and otlp.mjs
+// instrumentations.mjs, dashboard.mjs, otlp.mjs and scale-out.mjs
 // one after the other as child processes, each with bounded durations, each with its baselines
 // in the same run (see each file), then prints one summary table (figure, value, baseline, ratio,
 // target, met) and writes the figures to bench/results/latest.json (and as a Markdown table to
@@ -33,8 +33,8 @@ const SUITE_TIMEOUT = envNumber('BENCH_SUITE_TIMEOUT_SECONDS', 1200, 60, 7200);
 
 /**
  * The benchmarks, in order, with the suite's defaults (chosen so the whole suite stays under
- * 13 minutes on a 2-core machine: ~5 min ingest, ~1.5 min live, ~0.7 min client, ~1.5 min
- * analysis, ~2.5 min otlp) and the quick smoke-run settings.
+ * 15 minutes on a 2-core machine: ~5 min ingest, ~1.5 min live, ~0.7 min client, ~1.5 min
+ * analysis, ~2.5 min otlp, ~1.5 min scale-out) and the quick smoke-run settings.
  */
 const BENCHMARKS = [
   {
@@ -74,6 +74,12 @@ const BENCHMARKS = [
     defaults: { BENCH_SECONDS: '4', BENCH_ROUNDS: '3', BENCH_WARMUP_SECONDS: '1' },
     quick: { BENCH_SECONDS: '1', BENCH_ROUNDS: '1', BENCH_WARMUP_SECONDS: '1' },
   },
+  {
+    // ~1.5 min: 2 sides x (2 + 3 x 6 s), plus start-up and body building
+    name: 'scale-out',
+    defaults: { BENCH_SECONDS: '6', BENCH_ROUNDS: '3', BENCH_WARMUP_SECONDS: '2' },
+    quick: { BENCH_SECONDS: '1', BENCH_ROUNDS: '1', BENCH_WARMUP_SECONDS: '0' },
+  },
 ];
 
 const only = process.env.BENCH_ONLY?.trim()
@@ -84,7 +90,7 @@ const selected = BENCHMARKS.filter((b) => !only || only.includes(b.name));
 /** The environment of one benchmark: BENCH_<NAME>_<KNOB> over BENCH_<KNOB> over the defaults. */
 function envFor(bench) {
   const env = { ...process.env };
-  const prefix = `BENCH_${bench.name.toUpperCase()}_`;
+  const prefix = `BENCH_${bench.name.toUpperCase().replaceAll('-', '_')}_`;
   const own = {};
   for (const [name, value] of Object.entries(process.env))
     if (name.startsWith(prefix)) own[`BENCH_${name.slice(prefix.length)}`] = value;
@@ -95,7 +101,9 @@ function envFor(bench) {
     Object.entries(env).filter(
       ([name]) =>
         /^BENCH_[A-Z_]+$/.test(name) &&
-        !/^BENCH_(INGEST|LIVE|CLIENT|ANALYSIS|INSTRUMENTATIONS|DASHBOARD|OTLP)_/.test(name) &&
+        !/^BENCH_(INGEST|LIVE|CLIENT|ANALYSIS|INSTRUMENTATIONS|DASHBOARD|OTLP|SCALE_OUT)_/.test(
+          name,
+        ) &&
         !['BENCH_ONLY', 'BENCH_QUICK', 'BENCH_SUITE_TIMEOUT_SECONDS'].includes(name) &&
         !/URL$/.test(name),
     ),

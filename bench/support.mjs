@@ -447,12 +447,13 @@ export function spawnCli(lifecycle, { cli, args = [], env, tag, cwd, nodeArgs = 
 
 /**
  * `flightlog serve` on a free port (node flags from BENCH_SERVER_NODE_ARGS), waited for until
- * /readyz answers 200.
+ * /readyz answers 200. Its admin token and JWT secret are fresh unless `env` gives them (as
+ * instances of one deployment share them).
  */
 export async function startFlightlogServer(lifecycle, { cli, env, tag = 'server', cwd }) {
   const port = await freePort();
-  const adminToken = randomBytes(24).toString('hex');
-  const jwtSecret = randomBytes(32).toString('hex');
+  const adminToken = env.ADMIN_TOKEN ?? randomBytes(24).toString('hex');
+  const jwtSecret = env.JWT_SECRET ?? randomBytes(32).toString('hex');
   const handle = spawnCli(lifecycle, {
     cli,
     cwd,
