@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { createGunzip } from 'node:zlib';
+import { createGunzip, gunzipSync } from 'node:zlib';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import secureJson from 'secure-json-parse';
@@ -85,9 +85,37 @@ async function inflate(source: AsyncIterable<Buffer>, limit: number): Promise<Bu
 }
 
 /**
- * The body of a request as bytes: read as a stream, inflated as a stream when gzip-encoded,
- * and cut off at `maxBytes` on either side. A gzip bomb is refused after inflating at most
- * the limit (plus one zlib chunk), whatever its declared or real size.
+ * Gzip bodies declared at most this many bytes (a small batch is 0.2–2 KB) are inflated at once
+ * on the event loop, up to SMALL_INFLATED_MAX bytes: a zlib stream costs the loop ~70 µs to set
+ * up and drive through the thread pool, where inflating such a body at once costs ~5–15 µs. One
+ * that inflates past that (a bomb, or a body that compresses unusually well) is inflated again
+ * through the stream, off the loop, so that no body holds the loop for more than ~0.3 ms.
+ */
+const SMALL_COMPRESSED_MAX = 16 * 1024;
+const SMALL_INFLATED_MAX = 256 * 1024;
+
+/** One buffer as a stream. */
+async function* only(chunk: Buffer): AsyncIterable<Buffer> {
+  yield chunk;
+}
+
+/** Inflates a small gzip body at once, or through the stream when it inflates past the cap. */
+async function inflateSmall(compressed: Buffer, limit: number): Promise<Buffer> {
+  const most = Math.min(limit, SMALL_INFLATED_MAX);
+  try {
+    return gunzipSync(compressed, { maxOutputLength: most });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ERR_BUFFER_TOO_LARGE') throw error;
+    if (most >= limit) throw tooLarge(limit, 'inflated');
+    return inflate(only(compressed), limit);
+  }
+}
+
+/**
+ * The body of a request as bytes: read as a stream, inflated as a stream when gzip-encoded (a
+ * small one at once: see SMALL_COMPRESSED_MAX), and cut off at `maxBytes` on either side. A gzip
+ * bomb is refused after inflating at most the limit (plus one zlib chunk), whatever its declared
+ * or real size.
  */
 export async function readBody(
   stream: AsyncIterable<Buffer>,
@@ -105,9 +133,14 @@ export async function readBody(
     throw tooLarge(limits.maxBytes, 'request');
 
   try {
-    return encoding === 'identity'
-      ? await collect(stream, limits.maxBytes, 'request')
-      : await inflate(stream, limits.maxBytes);
+    if (encoding === 'identity') return await collect(stream, limits.maxBytes, 'request');
+    // (the declared length is what the HTTP parser holds the body to)
+    if (contentLength !== undefined && Number(contentLength) <= SMALL_COMPRESSED_MAX)
+      return await inflateSmall(
+        await collect(stream, limits.maxBytes, 'compressed'),
+        limits.maxBytes,
+      );
+    return await inflate(stream, limits.maxBytes);
   } catch (error) {
     if (error instanceof FlightlogError) throw error;
     // The connection closed mid-body: the client hung up, or was cut off for sending too slowly

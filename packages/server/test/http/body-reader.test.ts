@@ -93,6 +93,43 @@ describe('readBody', () => {
     },
   );
 
+  describe('a small gzip body with its Content-Length, inflated at once', () => {
+    const read = (body: Buffer, maxBytes: number) =>
+      readBody(metered(body).stream, 'gzip', String(body.length), { maxBytes });
+
+    it('inflates it, several gzip members too', async () => {
+      const text = JSON.stringify({ items: Array.from({ length: 50 }, (_, i) => ({ i })) });
+      expect((await read(gzipSync(text), 10_000)).toString()).toBe(text);
+      const members = Buffer.concat([gzipSync('{"a":'), gzipSync('1}')]);
+      expect((await read(members, 100)).toString()).toBe('{"a":1}');
+    });
+
+    it('refuses one that inflates past the cap', async () => {
+      const bomb = gzipSync(Buffer.alloc(100_000));
+      expect(bomb.length).toBeLessThan(1024);
+      expect(code(await read(bomb, 50_000).catch((e) => e))).toBe('payload-too-large');
+    });
+
+    it('inflates one past the at-once cap through the stream, and refuses it past the limit', async () => {
+      // 2 MiB of zeros compress to ~2 KB: over the 256 KiB inflated at once, under the limit
+      const zeros = Buffer.alloc(2 * 1024 * 1024);
+      const small = gzipSync(zeros);
+      expect(small.length).toBeLessThan(16 * 1024);
+      expect((await read(small, 4 * 1024 * 1024)).equals(zeros)).toBe(true);
+      expect(code(await read(small, 1024 * 1024).catch((e) => e))).toBe('payload-too-large');
+    });
+
+    it('calls broken or trailing-garbage gzip malformed', async () => {
+      expect(code(await read(Buffer.from('not gzip at all'), 100).catch((e) => e))).toBe(
+        'malformed-json',
+      );
+      const trailing = Buffer.concat([gzipSync('{"a":1}'), Buffer.from('xx')]);
+      expect(code(await read(trailing, 100).catch((e) => e))).toBe('malformed-json');
+      const truncated = gzipSync('{"a":1}').subarray(0, 12);
+      expect(code(await read(truncated, 100).catch((e) => e))).toBe('malformed-json');
+    });
+  });
+
   it('calls broken gzip malformed', async () => {
     const { stream } = metered(Buffer.from('not gzip at all'));
     const error = await readBody(stream, 'gzip', undefined, { maxBytes: 100 }).catch((e) => e);
