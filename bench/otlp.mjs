@@ -39,7 +39,7 @@
 //      default when unset), BENCH_SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p")
 
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -62,6 +62,7 @@ import { OneShotPool } from './ingest-bodies.mjs';
 import {
   MODELS,
   TEXTS,
+  cpuMsOf,
   createLifecycle,
   envList,
   envNumber,
@@ -271,18 +272,6 @@ async function scrapeMetrics(base) {
   };
 }
 
-/** CPU time (user + system) a process has used, in ms (Linux: /proc; null elsewhere). */
-function cpuMs(pid) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // the fields after the command name (which may hold spaces), from the third on
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100; // utime, stime at 100 Hz
-  } catch {
-    return null;
-  }
-}
-
 const CONTENT_TYPE = {
   batch: 'application/json',
   'otlp-protobuf': 'application/x-protobuf',
@@ -291,7 +280,7 @@ const CONTENT_TYPE = {
 
 async function runSide(target, bodies, seconds) {
   const before = await scrapeMetrics(target.base);
-  const cpuBefore = cpuMs(target.pid);
+  const cpuBefore = cpuMsOf(target.pid);
   const result = await autocannon({
     url: target.url,
     method: 'POST',
@@ -303,7 +292,7 @@ async function runSide(target, bodies, seconds) {
   });
   await sleep(300); // requests cut off at the end of the run finish on the server
   const after = await scrapeMetrics(target.base);
-  const cpuAfter = cpuMs(target.pid);
+  const cpuAfter = cpuMsOf(target.pid);
   const ok = result['2xx'];
   // the server's CPU per request answered, the requests cut off at the end counted in too
   const handled =

@@ -20,12 +20,13 @@
 // Env: BENCH_RUNS (50000), BENCH_REPEAT (20), BENCH_SECONDS (5), BENCH_SEARCHERS (1),
 //      BENCH_Q (%_%_%_)
 
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import {
+  cpuMsOf,
   createLifecycle,
   envNumber,
   machineInfo,
@@ -52,20 +53,6 @@ const figures = (values) => {
   const { p50, p99, max } = percentiles(values);
   return { count: values.length, p50Ms: round(p50), p99Ms: round(p99), maxMs: round(max) };
 };
-
-/**
- * CPU time the process has used (user + system, ms), from /proc (Linux; null elsewhere): what a
- * request costs the server, which a busy machine's wall-clock times hide.
- */
-function cpuMs(pid) {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    // utime and stime, fields 14 and 15 of the line (11 and 12 after the command), in ticks
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
-  } catch {
-    return null;
-  }
-}
 
 /** `n` runs of `agent`, ids `<prefix>0000001`…, one every 26 s back from now; no "%_%_%_" in them. */
 function insertRuns(prefix, agent, n) {
@@ -156,9 +143,9 @@ async function main() {
 
   // 1. solo
   const solo = [];
-  const cpuBefore = cpuMs(server.child.pid);
+  const cpuBefore = cpuMsOf(server.child.pid);
   for (let i = 0; i < REPEAT; i++) solo.push((await search(null)).ms);
-  const cpuAfter = cpuMs(server.child.pid);
+  const cpuAfter = cpuMsOf(server.child.pid);
   const cpuPerSearch =
     cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / REPEAT;
   let pages = 0;
@@ -186,9 +173,9 @@ async function main() {
     }
     return times;
   };
-  const cpuBaseline = cpuMs(server.child.pid);
+  const cpuBaseline = cpuMsOf(server.child.pid);
   const baseline = await paced();
-  const cpuBaselineEnd = cpuMs(server.child.pid);
+  const cpuBaselineEnd = cpuMsOf(server.child.pid);
   const cpuPerNeighbourPage =
     cpuBaseline === null || cpuBaselineEnd === null
       ? null

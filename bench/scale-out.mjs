@@ -39,6 +39,7 @@ import { SignJWT } from 'jose';
 import pg from 'pg';
 import { MIXES, createBodyPool } from './ingest-bodies.mjs';
 import {
+  cpuMsOf,
   createLifecycle,
   envNumber,
   machineInfo,
@@ -79,28 +80,6 @@ const lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
 
 // ---------------------------------------------------------------------------------------------
 // CPU time of processes, from /proc (Linux).
-
-const TICKS_PER_SECOND = 100;
-
-/**
- * CPU time (user + system) of a process in ms, with `children` that of its children that have
- * exited (and been waited for); null when it is gone or /proc is missing.
- */
-function cpuMsOf(pid, { children = false } = {}) {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // the fields after the command name (which may hold spaces), from the third on: utime,
-    // stime, cutime, cstime are the 14th to 17th fields of the line
-    const fields = stat
-      .slice(stat.lastIndexOf(')') + 2)
-      .split(' ')
-      .map(Number);
-    const own = fields[11] + fields[12];
-    return ((children ? own + fields[13] + fields[14] : own) * 1000) / TICKS_PER_SECOND;
-  } catch {
-    return null;
-  }
-}
 
 /** The pids of processes named `name` (their /proc comm). */
 function pidsNamed(name) {
