@@ -36,7 +36,8 @@
 //      BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test), BENCH_ENGINES
 //      (postgres,pglite), BENCH_SIDES (batch,otlp-protobuf,otlp-json), BENCH_SPANS (20),
 //      BENCH_TEMPLATES (64), BENCH_SERVER_POOL_SIZE (the server's DATABASE_POOL_SIZE; its own
-//      default when unset), BENCH_SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p")
+//      default when unset), BENCH_SERVER_NODE_ARGS (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"),
+//      BENCH_ANALYSIS_WORKER (off: the server's in-process autopsy worker; on to count it in)
 
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -96,6 +97,8 @@ const CFG = {
   spansPerTrace: Math.round(envNumber('BENCH_SPANS', 20, 2, 500)),
   templates: Math.round(envNumber('BENCH_TEMPLATES', 64, 1, 10_000)),
   serverPoolSize: envNumber('BENCH_SERVER_POOL_SIZE', 0, 0, 1000) || null,
+  /** The server's ANALYSIS_WORKER: off, so that only ingest is measured (see benchEngine). */
+  analysisWorker: envList('BENCH_ANALYSIS_WORKER', 'off', ['on', 'off'])[0],
   connections: 16,
   targetRatio: 0.8,
 };
@@ -400,6 +403,10 @@ async function benchEngine(engine) {
     }
 
     if (CFG.serverPoolSize) serverEnv.DATABASE_POOL_SIZE = String(CFG.serverPoolSize);
+    // Every run of both sides ends, so the in-server worker would analyse each one 2 s later, in
+    // the server process: the backlog of one side's runs would be worked off in the next side's
+    // window (A B C order), and the comparison would measure the autopsy too.
+    serverEnv.ANALYSIS_WORKER = CFG.analysisWorker;
     result.loadAvgBefore = os.loadavg().map((x) => Math.round(x * 100) / 100);
     console.log(`\n== ${engine}: starting server (load average ${result.loadAvgBefore.join(' ')})`);
     const server = await startFlightlogServer(lifecycle, { cli: CLI, cwd: ROOT, env: serverEnv });
