@@ -1,5 +1,6 @@
 import { expect } from 'vitest';
 import type { FlightlogSession } from '../../src/index.js';
+import type { LlmObserveOptions } from '../../src/instrumentations/llm-payload.js';
 import { recordedSession } from './recorded-session.js';
 
 /** A session on which an instrumentation's own recording fails, and how to see that it did. */
@@ -8,6 +9,8 @@ export interface FailingSession {
   session: FlightlogSession;
   /** Asserts the recording failed the way it should have (nothing recorded; said so if it can). */
   failedAsExpected(): void;
+  /** The instrumentation's options that make it fail, when those do. */
+  options?: LlmObserveOptions;
 }
 
 /**
@@ -54,4 +57,31 @@ export function failingSessions(): FailingSession[] {
       failedAsExpected: () => expect(reads).toBeGreaterThan(0),
     },
   ];
+}
+
+/**
+ * A session given a price table whose entry for `model` throws when read: the payload of a call
+ * to that model cannot be built, so the client refuses the event (counted as invalid, said once
+ * in the log), while the host's call returns as unwrapped. `calls`: the calls the test makes.
+ */
+export function refusedPayloadSession(model: string, calls: number): FailingSession {
+  const refusing = recordedSession();
+  return {
+    name: 'a payload the client refuses',
+    session: refusing.session,
+    options: {
+      prices: {
+        [model]: {
+          get input(): number {
+            throw new Error('no price today');
+          },
+          output: 1,
+        },
+      },
+    },
+    failedAsExpected() {
+      expect(refusing.client.stats()).toMatchObject({ recordedEvents: 0, invalidEvents: calls });
+      expect(refusing.logger.matching('describe() threw: no price today')).toHaveLength(1);
+    },
+  };
 }

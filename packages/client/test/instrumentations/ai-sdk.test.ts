@@ -3,7 +3,7 @@ import { MockLanguageModelV3, simulateReadableStream } from 'ai/test';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { flightlogMiddleware } from '../../src/instrumentations/ai-sdk.js';
-import { failingSessions } from '../harness/failing-sessions.js';
+import { failingSessions, refusedPayloadSession } from '../harness/failing-sessions.js';
 import { lastTrace, recordedSession } from '../harness/recorded-session.js';
 
 const usage = (input: number, output: number, cacheRead = 0) => ({
@@ -315,31 +315,9 @@ describe('flightlogMiddleware: concurrent calls and failures of its own', () => 
     const plainStream = streamText({ model: unwrapped, prompt: 'Say hello' });
     let plainPieces = '';
     for await (const piece of plainStream.textStream) plainPieces += piece;
-    const refusing = recordedSession();
-    const failing = [
-      ...failingSessions(),
-      {
-        // A price entry whose getter throws: the payload cannot be built, so the event is refused.
-        name: 'a payload the client refuses',
-        session: refusing.session,
-        options: {
-          prices: {
-            'gpt-4o-mini': {
-              get input(): number {
-                throw new Error('no price today');
-              },
-              output: 1,
-            },
-          },
-        },
-        failedAsExpected() {
-          expect(refusing.client.stats()).toMatchObject({ recordedEvents: 0, invalidEvents: 2 });
-          expect(refusing.logger.matching('describe() threw: no price today')).toHaveLength(1);
-        },
-      },
-    ];
-    for (const { name, session, failedAsExpected, ...rest } of failing) {
-      const options = 'options' in rest ? rest.options : undefined;
+    // a price entry whose getter throws: the payload cannot be built, so the event is refused
+    const failing = [...failingSessions(), refusedPayloadSession('gpt-4o-mini', 2)];
+    for (const { name, session, failedAsExpected, options } of failing) {
       const wrapped = wrapLanguageModel({
         model: model({
           doGenerate: textResult('Hello there'),

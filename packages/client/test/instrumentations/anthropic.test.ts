@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observeAnthropic } from '../../src/instrumentations/anthropic.js';
 import { FakeUpstream, type UpstreamReply } from '../harness/fake-llm-upstream.js';
 import { anthropicError, anthropicMessage, anthropicStream } from '../harness/provider-replies.js';
-import { failingSessions } from '../harness/failing-sessions.js';
+import { failingSessions, refusedPayloadSession } from '../harness/failing-sessions.js';
 import { lastTrace, recordedSession } from '../harness/recorded-session.js';
 
 let upstream: FakeUpstream;
@@ -263,31 +263,10 @@ describe('observeAnthropic: failures of its own', () => {
     replying((n) => (n % 2 === 1 ? anthropicMessage({ model }) : anthropicStream({ model })));
     const plainMessage = await sdk().messages.create(current);
     const plainEvents = await read(await sdk().messages.create({ ...current, stream: true }));
-    const refusing = recordedSession();
-    const failing = [
-      ...failingSessions(),
-      {
-        // A price entry whose getter throws: the payload cannot be built, so the event is refused.
-        name: 'a payload the client refuses',
-        session: refusing.session,
-        options: {
-          prices: {
-            'claude-haiku-4-5': {
-              get input(): number {
-                throw new Error('no price today');
-              },
-              output: 1,
-            },
-          },
-        },
-        failedAsExpected() {
-          expect(refusing.client.stats()).toMatchObject({ recordedEvents: 0, invalidEvents: 2 });
-          expect(refusing.logger.matching('describe() threw: no price today')).toHaveLength(1);
-        },
-      },
-    ];
-    for (const { name, session, failedAsExpected, ...rest } of failing) {
-      const anthropic = observeAnthropic(sdk(), session, 'options' in rest ? rest.options : {});
+    // a price entry whose getter throws: the payload cannot be built, so the event is refused
+    const failing = [...failingSessions(), refusedPayloadSession('claude-haiku-4-5', 2)];
+    for (const { name, session, failedAsExpected, options } of failing) {
+      const anthropic = observeAnthropic(sdk(), session, options ?? {});
       expect(await anthropic.messages.create(current), name).toEqual(plainMessage);
       const events = await read(await anthropic.messages.create({ ...current, stream: true }));
       expect(events, name).toEqual(plainEvents);
