@@ -21,19 +21,19 @@ const ANALYSED = ANALYSED_STATUSES.map((status) => `'${status}'`).join(', ');
  *    skipped. A trace of another agent is "updated" too, only so that RETURNING reports its
  *    owner even when it was created after this statement's snapshot: the statement then fails
  *    (step 5), which undoes that update.
- * 3. `stored` upserts the events (after the traces: it reads `written`); a re-sent event of the
- *    same trace and agent is updated in place, an id used elsewhere is not returned.
  *    A batch flagged `new_traces` ($15: an OTLP export written without reading first, see
  *    ingest-otlp.ts) only creates traces: its traces are locked first (`locked`, the per-trace
  *    advisory locks TraceStore.withTraceLocks takes, in the same order), an existing one is never
  *    updated, and step 5 then fails the statement, so the caller reads what is stored and writes
  *    again under those locks.
+ * 3. `stored` upserts the events (after the traces: it reads `written`); a re-sent event of the
+ *    same trace and agent is updated in place, an id used elsewhere is not returned.
  * 4. `finished`/`superseded`/`queued` queue the analysis of each trace this statement moved to
  *    a finished status (see enqueueAnalysisSql).
  * 5. The final SELECT casts 'flightlog-id-conflict:<pointer>' to an integer when a trace or an
  *    event id belongs to someone else, or a `new_traces` batch's trace exists already (first by
- *    trace order, trace before its events): the
- *    error aborts the statement, so nothing at all is written (see id-conflict.ts). The cast
+ *    trace order, trace before its events): the error aborts the statement, so nothing at all
+ *    is written (see id-conflict.ts). The cast
  *    depends on a row of `conflict`, so the planner cannot fold it into an error up front. The
  *    pointer is relative to that trace's batch: a group that fails so is written again one
  *    batch at a time, where each pointer is the batch's own.
