@@ -483,6 +483,10 @@ async function scenario(name, transport, kit) {
   }
   const wall = (side) => median(runs[side].map((r) => r.wall));
   const cpu = (side) => median(runs[side].map((r) => r.cpu));
+  // The k-th batch of every side ran back to back: the median of their paired differences
+  // cancels the drift of the machine between groups, which the difference of two medians keeps
+  // (a call over loopback swings by tens of µs from one second to the next).
+  const paired = (side, base, of) => median(runs[side].map((r, k) => r[of] - runs[base][k][of]));
   const result = {
     name,
     transport,
@@ -491,22 +495,23 @@ async function scenario(name, transport, kit) {
     plainUsPerCall: wall('plain'),
     byHandUsPerCall: wall('byHand'),
     wrappedUsPerCall: wall('wrapped'),
-    overheadUsPerCall: wall('wrapped') - wall('plain'),
-    ratio: wall('wrapped') / wall('plain'),
+    overheadUsPerCall: paired('wrapped', 'plain', 'wall'),
+    ratio: 1 + paired('wrapped', 'plain', 'wall') / wall('plain'),
     plainCpuUsPerCall: cpu('plain'),
     byHandCpuUsPerCall: cpu('byHand'),
     wrappedCpuUsPerCall: cpu('wrapped'),
-    overheadCpuUsPerCall: cpu('wrapped') - cpu('plain'),
-    instrumentationCpuUsPerCall: cpu('wrapped') - cpu('byHand'),
-    cpuRatio: cpu('wrapped') / cpu('plain'),
+    overheadCpuUsPerCall: paired('wrapped', 'plain', 'cpu'),
+    instrumentationCpuUsPerCall: paired('wrapped', 'byHand', 'cpu'),
+    cpuRatio: 1 + paired('wrapped', 'plain', 'cpu') / cpu('plain'),
     recordedEvents: recording.client.stats().recordedEvents,
   };
   if (baseline !== undefined)
     Object.assign(result, {
       baselineUsPerCall: wall('baseline'),
       baselineCpuUsPerCall: cpu('baseline'),
-      baselineOverheadCpuUsPerCall: cpu('baseline') - cpu('plain'),
-      baselineInstrumentationCpuUsPerCall: cpu('baseline') - cpu('byHand'),
+      baselineOverheadCpuUsPerCall: paired('baseline', 'plain', 'cpu'),
+      baselineInstrumentationCpuUsPerCall: paired('baseline', 'byHand', 'cpu'),
+      baselineOverheadUsPerCall: paired('baseline', 'plain', 'wall'),
     });
   return result;
 }
@@ -567,7 +572,9 @@ async function main() {
       'CPU wrapped µs',
       'CPU overhead µs',
       'of which instrumentation µs',
-      ...(BASELINE ? ['baseline: CPU overhead µs', 'baseline: instrumentation µs'] : []),
+      ...(BASELINE
+        ? ['baseline: overhead µs', 'baseline: CPU overhead µs', 'baseline: instrumentation µs']
+        : []),
     ],
   ];
   for (const s of scenarios)
@@ -583,6 +590,7 @@ async function main() {
       s.instrumentationCpuUsPerCall.toFixed(1),
       ...(BASELINE
         ? [
+            s.baselineOverheadUsPerCall.toFixed(1),
             s.baselineOverheadCpuUsPerCall.toFixed(1),
             s.baselineInstrumentationCpuUsPerCall.toFixed(1),
           ]

@@ -115,25 +115,41 @@ function watchIterator(
   end: (how: StreamEnd) => void,
   isAborted: () => boolean,
 ): AsyncIterableIterator<unknown> {
-  // One pair of handlers per iterator; per item only the `then` that shows it to us.
+  // One pair of handlers per iterator. Per item, the caller gets the inner iterator's own
+  // promise and we register one reaction beside the caller's (registered first, so it runs
+  // first): no derived promise to resolve per item, and a failure reaches the caller unchanged.
   const onNext = (next: IteratorResult<unknown>) => {
-    if (next.done) end(DONE);
-    else
-      try {
-        onItem(next.value);
-      } catch {
-        // An instrumentation bug costs the event, never the host's item.
-      }
-    return next;
+    try {
+      if (next.done) end(DONE);
+      else onItem(next.value);
+    } catch {
+      // An instrumentation bug (or an odd item) costs the event, never the host's item; and a
+      // throw here must not become an unhandled rejection of our side reaction.
+    }
   };
-  const onError = (error: unknown): never => {
+  const onError = (error: unknown) => {
     end(guardedAborted(isAborted) ? ABORTED : { kind: 'error', error });
-    throw error;
   };
   const observed: AsyncIterableIterator<unknown> = {
     // No rest array per item: an async generator's next() and next(undefined) are the same call.
-    next: (value?: unknown) =>
-      (value === undefined ? inner.next() : inner.next(value)).then(onNext, onError),
+    next: (value?: unknown) => {
+      const promise = value === undefined ? inner.next() : inner.next(value);
+      if (isNativePromise(promise)) {
+        void Promise.prototype.then.call(promise, onNext, onError);
+        return promise;
+      }
+      // Not a native promise (not what these SDKs return): read through one, as the caller will.
+      return Promise.resolve(promise).then(
+        (next) => {
+          onNext(next);
+          return next;
+        },
+        (error: unknown) => {
+          onError(error);
+          throw error;
+        },
+      );
+    },
     return: (value?: unknown) => {
       end(ABORTED);
       return inner.return !== undefined

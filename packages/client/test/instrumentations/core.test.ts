@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { MODEL_PRICES, costOf, decryptPayload, findModelPrice } from '../../src/index.js';
 import { proxyTree } from '../../src/instrumentations/method-proxy.js';
 import { beginStep } from '../../src/instrumentations/observed-step.js';
+import { observeStream, type StreamEnd } from '../../src/instrumentations/stainless-results.js';
 import { recordedSession } from '../harness/recorded-session.js';
 
 describe('the price table', () => {
@@ -173,5 +174,146 @@ describe('the proxy of an SDK object', () => {
     expect(seen).toEqual([[1]]);
     expect(sdk.resource.run(5)).toBe(6);
     expect(seen).toHaveLength(1);
+  });
+});
+
+describe('a watched SDK stream', () => {
+  /** A stand-in of the SDK's Stream: an own `iterator` method that `for await` reads through. */
+  function sdkStream(next: () => unknown) {
+    const stream = {
+      iterator: (): AsyncIterator<unknown> => ({
+        next: next as () => Promise<IteratorResult<unknown>>,
+      }),
+      [Symbol.asyncIterator]() {
+        return stream.iterator();
+      },
+    };
+    return stream;
+  }
+  function itemsOf(items: unknown[]) {
+    let at = 0;
+    return () =>
+      Promise.resolve(at < items.length ? { done: false, value: items[at++] } : { done: true });
+  }
+  async function withoutUnhandled<T>(run: () => Promise<T>): Promise<T> {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const result = await run();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(unhandled).toEqual([]);
+      return result;
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  }
+
+  it('hands every item to the caller unchanged, sees each once, and ends once', async () => {
+    const items = [{ a: 1 }, 'two', 3];
+    const stream = sdkStream(itemsOf(items));
+    const seen: unknown[] = [];
+    const ends: StreamEnd[] = [];
+    expect(
+      observeStream(
+        stream,
+        (item) => seen.push(item),
+        (end) => ends.push(end),
+        () => false,
+      ),
+    ).toBe(true);
+    const read: unknown[] = [];
+    for await (const item of stream) read.push(item);
+    expect(read).toEqual(items);
+    expect(read[0]).toBe(items[0]);
+    expect(seen).toEqual(items);
+    expect(ends).toEqual([{ kind: 'done' }]);
+  });
+
+  it('passes a failed read to the caller as it is, reported once and never unhandled', async () => {
+    const failure = new Error('socket hang up');
+    let calls = 0;
+    const stream = sdkStream(() =>
+      ++calls === 1 ? Promise.resolve({ done: false, value: 'first' }) : Promise.reject(failure),
+    );
+    const ends: StreamEnd[] = [];
+    observeStream(
+      stream,
+      () => {},
+      (end) => ends.push(end),
+      () => false,
+    );
+    const caught = await withoutUnhandled(async () => {
+      try {
+        for await (const item of stream) void item;
+        return undefined;
+      } catch (error) {
+        return error;
+      }
+    });
+    expect(caught).toBe(failure);
+    expect(ends).toEqual([{ kind: 'error', error: failure }]);
+  });
+
+  it('survives an item reader that throws and a malformed iterator result, changing nothing for the caller', async () => {
+    const stream = sdkStream(itemsOf(['a', 'b']));
+    observeStream(
+      stream,
+      () => {
+        throw new Error('instrumentation bug');
+      },
+      () => {},
+      () => false,
+    );
+    const read = await withoutUnhandled(async () => {
+      const out: unknown[] = [];
+      for await (const item of stream) out.push(item);
+      return out;
+    });
+    expect(read).toEqual(['a', 'b']);
+
+    // An iterator that resolves to null: the caller's `for await` fails exactly as unwrapped.
+    const odd = sdkStream(() => Promise.resolve(null));
+    observeStream(
+      odd,
+      () => {},
+      () => {},
+      () => false,
+    );
+    const unwrapped = sdkStream(() => Promise.resolve(null));
+    const failureOf = async (s: AsyncIterable<unknown>) => {
+      try {
+        for await (const item of s) void item;
+        return undefined;
+      } catch (error) {
+        return error;
+      }
+    };
+    const watched = await withoutUnhandled(() => failureOf(odd));
+    const plain = await failureOf(unwrapped);
+    expect(watched).toBeInstanceOf(TypeError);
+    expect(String(watched)).toBe(String(plain));
+  });
+
+  it('reads through a next() that returns a thenable rather than a native promise', async () => {
+    let at = 0;
+    const stream = sdkStream(() => ({
+      then(resolve: (value: IteratorResult<unknown>) => void) {
+        resolve(at < 2 ? { done: false, value: at++ } : { done: true, value: undefined });
+      },
+    }));
+    const seen: unknown[] = [];
+    const ends: StreamEnd[] = [];
+    observeStream(
+      stream,
+      (item) => seen.push(item),
+      (end) => ends.push(end),
+      () => false,
+    );
+    const read: unknown[] = [];
+    for await (const item of stream) read.push(item);
+    expect(read).toEqual([0, 1]);
+    expect(seen).toEqual([0, 1]);
+    expect(ends).toEqual([{ kind: 'done' }]);
   });
 });
