@@ -20,14 +20,14 @@ export const MIXES = {
     eventCount: () => 20,
     meanEvents: 20,
     /** Rates (batches/s) to fill the first run's pool for; later runs use the fastest seen. */
-    initialRates: { service: 400, http: 2500, db: 800 },
+    initialRates: { service: 400, naive: 600, http: 2500, db: 800 },
   },
   small: {
     name: 'small',
     description: '1 trace + 1-3 llm_call events (what a 250 ms client flush carries)',
     eventCount: (i) => 1 + (i % 3),
     meanEvents: 2,
-    initialRates: { service: 800, http: 5000, db: 2000 },
+    initialRates: { service: 800, naive: 1500, http: 5000, db: 2000 },
   },
 };
 

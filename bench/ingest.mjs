@@ -10,7 +10,7 @@
 //   large  1 trace + 20 llm_call events of ~400-character messages (~20.8 KB JSON, ~5.9 KB gzip)
 //   small  1 trace + 1-3 llm_call events, what a client flushing every 250 ms sends
 //
-// it alternates three measurements of BENCH_SECONDS each, BENCH_ROUNDS times (A B C A B C):
+// it alternates its measurements of BENCH_SECONDS each, BENCH_ROUNDS times (A B C A B C):
 //
 //   service  autocannon, 16 connections, POST /v1/traces/batch with gzip bodies.
 //   http     baseline (a), the ceiling of the HTTP layer: the same autocannon load and bodies to
@@ -24,6 +24,13 @@
 //            directory, opened with the server's durability), 8 concurrent writers. Both on the
 //            real schema (the server's migrations, run by openStore in a schema / data directory
 //            of their own).
+//   naive    baseline (d) on PostgreSQL only: the same autocannon load and bodies to the naive
+//            server a user could write (naive-ingest-server.mjs: node:http + pg, no auth, no
+//            validation, no limits), writing each batch with the db baseline's statement.
+//
+// Each run is charged the CPU time (from /proc) of the server that answered it and of
+// PostgreSQL (every postgres process); the report gives CPU µs per batch of each and, on
+// PostgreSQL, the service's own CPU per batch over the naive server's (target <= 1.5).
 //
 // Every request body and every baseline batch is built for one use only (fresh batch, trace and
 // event ids), so no run measures a duplicate-key shortcut; bodies are built by worker threads
@@ -48,7 +55,7 @@
 //      also pglite-process-crash),
 //      BENCH_MIXES (large,small), BENCH_SERVER_POOL_SIZE (the server's DATABASE_POOL_SIZE; its own
 //      default when unset), BENCH_SERVER_NODE_ARGS (extra node flags for the server, e.g.
-//      "--cpu-prof --cpu-prof-dir=/tmp/p"), BENCH_SERVER_ENV (K=V,K=V: extra server environment,
+//      "--cpu-prof --cpu-prof-dir=/tmp/p"; the naive server gets them too), BENCH_SERVER_ENV (K=V,K=V: extra server environment,
 //      e.g. INGEST_GROUP_MAX_BATCHES=1 to measure without group commit)
 
 import { randomBytes } from 'node:crypto';
@@ -63,18 +70,22 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { monotonicFactory } from 'ulidx';
+import { WRITE_BATCH, checkWritten, writeBatchParams } from './batch-statement.mjs';
 import { MIXES, OneShotPool, createBatchMaker, createBodyPool } from './ingest-bodies.mjs';
 import {
+  cpuMsOf,
   createLifecycle,
   envList,
   envNumber,
   machineInfo,
   median,
   percentiles,
+  pidsNamed,
   reachable,
   redactUrl,
   request,
   runBenchmark,
+  serverNodeArgs,
   spawnCli,
   startFlightlogServer,
   textTable,
@@ -88,6 +99,7 @@ const ulid = monotonicFactory();
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CLI = join(ROOT, 'packages/server/dist/cli.js');
 const BARE_SERVER = join(ROOT, 'bench/bare-ingest-server.mjs');
+const NAIVE_SERVER = join(ROOT, 'bench/naive-ingest-server.mjs');
 const RESULTS_FILE = join(ROOT, 'bench/results/ingest-latest.json');
 
 const CFG = {
@@ -168,6 +180,26 @@ function resetPeakRss(pid) {
   } catch {
     return false;
   }
+}
+
+/** Baseline (d), PostgreSQL only: the naive node:http + pg server, writing to `schema`. */
+async function startNaiveServer(schema, agentId) {
+  const naive = spawnCli(lifecycle, {
+    cli: NAIVE_SERVER,
+    cwd: ROOT,
+    // the service's node flags (BENCH_SERVER_NODE_ARGS) for both, so that they compare
+    nodeArgs: serverNodeArgs(),
+    tag: 'naive-server',
+    stdin: 'pipe',
+    env: {
+      NAIVE_DATABASE_URL: CFG.databaseUrl,
+      NAIVE_SCHEMA: schema,
+      NAIVE_AGENT_ID: agentId,
+      NAIVE_POOL_SIZE: String(CFG.serverPoolSize ?? 10),
+    },
+  });
+  const [, port] = await naive.waitFor(/"port":(\d+)/, 10_000);
+  return { ...naive, base: `http://127.0.0.1:${port}` };
 }
 
 async function startBareServer() {
@@ -299,104 +331,6 @@ async function runPaced(target, bodies, seconds, { rate, eventsPerBatch }) {
 // ---------------------------------------------------------------------------------------------
 // Database baselines (b) and (c): one statement, one round trip per batch.
 
-const TRACE_COLUMNS = `id, agent_id, status, started_at, ended_at, duration_ms, input_summary,
-    output_summary, error_message, tags, event_count, total_tokens, total_cost_usd,
-    total_lamports, chain_tx_count, tools_called, anchor_signature, anchor_slot, merkle_proof,
-    trace_hash, share_token`;
-
-const WRITE_BATCH = `
-WITH claim AS (
-  INSERT INTO accepted_batches (agent_id, batch_id, trace_id, item_count, event_count)
-  VALUES ($1, $2, $3, 1, $4)
-  ON CONFLICT (agent_id, batch_id) DO NOTHING
-  RETURNING batch_id
-), trace AS (
-  INSERT INTO traces (${TRACE_COLUMNS})
-  SELECT $3, $1, $5::text, $6::timestamptz, $7::timestamptz, $8::float8, $9::text, $10::text,
-         $11::text, $12::text[], $13::bigint, $14::bigint, $15::numeric, $16::numeric, $17::bigint,
-         $18::text[], NULL, NULL, NULL, NULL, NULL
-  FROM claim
-  ON CONFLICT (id) DO UPDATE SET
-    status = EXCLUDED.status, started_at = EXCLUDED.started_at, ended_at = EXCLUDED.ended_at,
-    duration_ms = EXCLUDED.duration_ms, input_summary = EXCLUDED.input_summary,
-    output_summary = EXCLUDED.output_summary, error_message = EXCLUDED.error_message,
-    tags = EXCLUDED.tags, event_count = EXCLUDED.event_count, total_tokens = EXCLUDED.total_tokens,
-    total_cost_usd = EXCLUDED.total_cost_usd, total_lamports = EXCLUDED.total_lamports,
-    chain_tx_count = EXCLUDED.chain_tx_count, tools_called = EXCLUDED.tools_called,
-    updated_at = now()
-  WHERE traces.agent_id = EXCLUDED.agent_id
-    AND EXCLUDED.event_count >= traces.event_count
-    AND NOT (EXCLUDED.status = 'running' AND traces.status <> 'running')
-  RETURNING id
-), written AS (
-  INSERT INTO events (
-    id, trace_id, agent_id, sequence, type, started_at, ended_at, duration_ms, status, payload,
-    payload_encrypted, parent_event_id, error_message)
-  SELECT e.id, $3, $1, e.sequence, e.type, e.started_at, e.ended_at, e.duration_ms, e.status,
-         e.payload, e.payload_encrypted, e.parent_event_id, e.error_message
-  FROM claim, unnest($19::text[], $20::bigint[], $21::text[], $22::timestamptz[],
-                     $23::timestamptz[], $24::float8[], $25::text[], $26::json[], $27::boolean[],
-                     $28::text[], $29::text[])
-    AS e(id, sequence, type, started_at, ended_at, duration_ms, status, payload,
-         payload_encrypted, parent_event_id, error_message)
-  ON CONFLICT (id) DO UPDATE SET
-    sequence = EXCLUDED.sequence, type = EXCLUDED.type, started_at = EXCLUDED.started_at,
-    ended_at = EXCLUDED.ended_at, duration_ms = EXCLUDED.duration_ms, status = EXCLUDED.status,
-    payload = EXCLUDED.payload, payload_encrypted = EXCLUDED.payload_encrypted,
-    parent_event_id = EXCLUDED.parent_event_id, error_message = EXCLUDED.error_message
-  WHERE events.agent_id = EXCLUDED.agent_id AND events.trace_id = EXCLUDED.trace_id
-  RETURNING 1
-)
-SELECT (SELECT count(*) FROM claim)::int AS claimed, (SELECT count(*) FROM trace)::int AS traces,
-       (SELECT count(*) FROM written)::int AS events`;
-
-function writeBatchParams(agentId, { batchId, item: { trace: t, events } }) {
-  const columns = Array.from({ length: 11 }, () => new Array(events.length));
-  events.forEach((e, i) => {
-    const values = [
-      e.id,
-      e.sequence,
-      e.type,
-      e.startedAt,
-      e.endedAt,
-      e.durationMs,
-      e.status,
-      JSON.stringify(e.payload),
-      e.payloadEncrypted,
-      e.parentEventId,
-      e.errorMessage,
-    ];
-    values.forEach((v, c) => (columns[c][i] = v));
-  });
-  return [
-    agentId,
-    batchId,
-    t.id,
-    events.length,
-    t.status,
-    t.startedAt,
-    t.endedAt,
-    t.durationMs,
-    t.inputSummary,
-    t.outputSummary,
-    t.errorMessage,
-    t.tags,
-    t.eventCount,
-    t.totalTokens,
-    t.totalCostUsd,
-    t.totalLamports,
-    t.chainTxCount,
-    t.toolsCalled,
-    ...columns,
-  ];
-}
-
-function checkWritten(rows, batch) {
-  const [r] = rows;
-  if (r?.claimed !== 1 || r.traces !== 1 || r.events !== batch.item.events.length)
-    throw new Error(`batch ${batch.batchId} was not written whole: ${JSON.stringify(r)}`);
-}
-
 async function openPostgresBaseline(schema) {
   const pool = new pg.Pool({
     connectionString: CFG.databaseUrl,
@@ -512,10 +446,50 @@ async function countServerRows(engine, serverEnv, agentId) {
 // ---------------------------------------------------------------------------------------------
 // One engine and mix: A B C rounds, then half rate.
 
-const SIDES = ['service', 'http', 'db'];
+/** The sides of an engine: the naive server (d) writes to PostgreSQL only. */
+const sidesOf = (engine) =>
+  engine === 'postgres' ? ['service', 'naive', 'http', 'db'] : ['service', 'http', 'db'];
+
+/**
+ * CPU ms so far of the processes a side's run is charged with: the server that answered it
+ * (service or naive), and PostgreSQL (every process named postgres, with its exited children:
+ * the postmaster carries a closed backend's time on). Linux /proc; null elsewhere.
+ */
+function cpuSnapshot(serverPid) {
+  const pids = pidsNamed('postgres');
+  return {
+    server: serverPid === undefined ? null : cpuMsOf(serverPid),
+    postgres:
+      pids.length === 0
+        ? null
+        : pids.reduce((total, pid) => total + (cpuMsOf(pid, { children: true }) ?? 0), 0),
+  };
+}
+
+/** The median over rounds of the service's CPU per batch over the naive server's, of `key`. */
+function pairedCpuRatio(rounds, key) {
+  const ratios = rounds
+    .map((r) => r.service.cpuUsPerBatch?.[key] / r.naive.cpuUsPerBatch?.[key])
+    .filter((ratio) => Number.isFinite(ratio));
+  return ratios.length > 0 ? median(ratios) : null;
+}
+
+/** CPU µs per batch between two snapshots, per process. */
+function cpuPerBatch(before, after, batches) {
+  const per = (key) =>
+    before[key] === null || after[key] === null || batches === 0
+      ? null
+      : ((after[key] - before[key]) * 1000) / batches;
+  return { server: per('server'), postgres: per('postgres') };
+}
 
 function summarise(runs) {
+  const cpu = (key) => {
+    const values = runs.map((r) => r.cpuUsPerBatch?.[key]).filter((v) => typeof v === 'number');
+    return values.length > 0 ? median(values) : null;
+  };
   return {
+    cpuUsPerBatch: { server: cpu('server'), postgres: cpu('postgres') },
     batchesPerSec: median(runs.map((r) => r.batchesPerSec)),
     eventsPerSec: median(runs.map((r) => r.eventsPerSec)),
     p50Ms: median(runs.map((r) => r.p50Ms)),
@@ -549,7 +523,8 @@ function checkHttpRun(label, r) {
 
 async function benchMix(ctx, mixName) {
   const mix = MIXES[mixName];
-  const { server, bare, apiKey, agentId, baseline, baselineAgentId, warn } = ctx;
+  const { engine, server, bare, naive, apiKey, agentId, baseline, baselineAgentId, warn } = ctx;
+  const sides = sidesOf(engine);
   const result = { mix: mixName, description: mix.description, rounds: [] };
   const headers = {
     'content-type': 'application/json',
@@ -562,7 +537,9 @@ async function benchMix(ctx, mixName) {
       metrics: () => scrapeMetrics(server.base),
     },
     http: { url: `${bare.base}/v1/traces/batch`, headers },
+    ...(naive ? { naive: { url: `${naive.base}/v1/traces/batch`, headers } } : {}),
   };
+  const pidOf = { service: server.child.pid, naive: naive?.child.pid };
   const bodies = createBodyPool({ mix: mixName, agentId });
   const makeBatch = createBatchMaker({ ulid, mix: mixName, agentId: baselineAgentId });
   const items = new OneShotPool(makeBatch);
@@ -579,6 +556,7 @@ async function benchMix(ctx, mixName) {
     const options = { eventsPerBatch: mix.meanEvents };
     const run = async (side, seconds, label) => {
       let r;
+      const cpuBefore = cpuSnapshot(pidOf[side]);
       if (side === 'db') {
         await items.fill(poolFor(estimate.db, seconds));
         r = await runDbBaseline(baseline, baselineAgentId, items, seconds);
@@ -591,28 +569,44 @@ async function benchMix(ctx, mixName) {
         ensureAlive();
         for (const w of checkHttpRun(`${mixName} ${label} ${side}`, r)) warn(w);
       }
+      // the batches of the run's own window (a baseline writer's last write may end past it)
+      r.cpuUsPerBatch = cpuPerBatch(
+        cpuBefore,
+        cpuSnapshot(pidOf[side]),
+        Math.round(r.batchesPerSec * seconds),
+      );
       estimate[side] = Math.max(estimate[side], r.batchesPerSec);
       return r;
     };
 
     const rssReset = resetPeakRss(server.child.pid);
     if (CFG.warmupSeconds > 0)
-      for (const side of SIDES)
+      for (const side of sides)
         console.log(`   ${mixName} warm-up  ${fmtRun(side, await run(side, CFG.warmupSeconds))}`);
     for (let round = 1; round <= CFG.rounds; round++) {
       const entry = { round };
-      for (const side of SIDES) {
+      for (const side of sides) {
         entry[side] = await run(side, CFG.seconds, `round ${round}`);
         console.log(`   ${mixName} round ${round}  ${fmtRun(side, entry[side])}`);
       }
       result.rounds.push(entry);
     }
     result.median = Object.fromEntries(
-      SIDES.map((side) => [side, summarise(result.rounds.map((r) => r[side]))]),
+      sides.map((side) => [side, summarise(result.rounds.map((r) => r[side]))]),
     );
-    const { service, http: bareHttp, db } = result.median;
+    const { service, http: bareHttp, db, naive: naiveSide } = result.median;
     result.ratios = {
       serviceVsDb: service.batchesPerSec / db.batchesPerSec,
+      ...(naiveSide
+        ? {
+            serviceVsNaive: service.batchesPerSec / naiveSide.batchesPerSec,
+            // Item 1's figure: the service's own CPU per batch over the naive server's, the
+            // median of the rounds' ratios (the two run back to back in each round; CPU per
+            // batch drifts by a quarter between rounds on this virtual machine).
+            serverCpuVsNaive: pairedCpuRatio(result.rounds, 'server'),
+            postgresCpuVsNaive: pairedCpuRatio(result.rounds, 'postgres'),
+          }
+        : {}),
       serviceVsHttp: service.batchesPerSec / bareHttp.batchesPerSec,
       dbVsHttp: db.batchesPerSec / bareHttp.batchesPerSec,
     };
@@ -731,7 +725,11 @@ async function benchEngine(engine, bare) {
     const server = await startFlightlogServer(lifecycle, { cli: CLI, cwd: ROOT, env: serverEnv });
     result.serverStartMs = Math.round(performance.now() - t0);
     const { agentId, apiKey } = await createAgent(server);
-    const ctx = { engine, server, bare, apiKey, agentId, baseline, baselineAgentId, warn };
+    const naive =
+      engine === 'postgres'
+        ? await startNaiveServer(result.schemas[1], baselineAgentId)
+        : undefined;
+    const ctx = { engine, server, bare, naive, apiKey, agentId, baseline, baselineAgentId, warn };
     for (const mix of CFG.mixes) {
       try {
         result.mixes[mix] = await benchMix(ctx, mix);
@@ -833,10 +831,27 @@ function report(results, meta) {
           bad,
         ]);
       const failed = (x) => (x.non2xx ?? 0) + (x.errors ?? 0) + (x.timeouts ?? 0);
+      const sides = sidesOf(r.engine);
       for (const entry of m.rounds)
-        for (const side of SIDES)
+        for (const side of sides)
           row(`${side} round ${entry.round}`, entry[side], failed(entry[side]));
-      for (const side of SIDES) row(`${side} MEDIAN`, m.median[side]);
+      for (const side of sides) row(`${side} MEDIAN`, m.median[side]);
+      const cpu = (side, key) => n(m.median[side]?.cpuUsPerBatch?.[key], 0);
+      notes.push(
+        `${r.engine} ${m.mix}: CPU µs per batch — ` +
+          sides
+            .map((side) =>
+              side === 'http'
+                ? undefined
+                : `${side}: ${side === 'db' ? '' : `server ${cpu(side, 'server')}, `}PostgreSQL ${cpu(side, 'postgres')}`,
+            )
+            .filter(Boolean)
+            .join('; ') +
+          (m.ratios.serverCpuVsNaive
+            ? `; service/naive: server CPU ${n(m.ratios.serverCpuVsNaive, 2)} (target <= 1.5: ${met(m.ratios.serverCpuVsNaive <= 1.5)}), ` +
+              `PostgreSQL CPU ${n(m.ratios.postgresCpuVsNaive, 2)}, batches/s ${n(m.ratios.serviceVsNaive, 2)}`
+            : ''),
+      );
       const { autocannon: ac, paced, rate } = m.halfRate;
       row(`half rate ${rate}/s autocannon`, ac, failed(ac));
       row(`half rate ${rate}/s paced`, paced, failed(paced));

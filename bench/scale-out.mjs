@@ -28,7 +28,6 @@
 //      BENCH_REDIS_URL (redis://127.0.0.1:6379), BENCH_TIMEOUT_SECONDS.
 
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -44,6 +43,7 @@ import {
   envNumber,
   machineInfo,
   median,
+  pidsNamed,
   reachable,
   redactUrl,
   request,
@@ -80,26 +80,6 @@ const lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
 
 // ---------------------------------------------------------------------------------------------
 // CPU time of processes, from /proc (Linux).
-
-/** The pids of processes named `name` (their /proc comm). */
-function pidsNamed(name) {
-  const pids = [];
-  let entries;
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return pids;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === name) pids.push(Number(entry));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
-}
 
 /**
  * CPU ms so far of each measured process (PostgreSQL and Redis summed over their processes). A

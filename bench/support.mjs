@@ -4,7 +4,7 @@
 
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import { dirname } from 'node:path';
@@ -235,6 +235,26 @@ export function machineInfo(root) {
     // not a git checkout
   }
   return meta;
+}
+
+/** The pids of processes named `name` (their /proc comm). */
+export function pidsNamed(name) {
+  const pids = [];
+  let entries;
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return pids;
+  }
+  for (const entry of entries) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === name) pids.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return pids;
 }
 
 /**
