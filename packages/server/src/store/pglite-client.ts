@@ -8,7 +8,11 @@ import {
 } from '@electric-sql/pglite';
 import { pg_trgm } from '@electric-sql/pglite/contrib/pg_trgm';
 import { lockDataDir } from './data-dir-lock.js';
-import { openPgliteDataDir, type DataDirDurability } from './pglite-durability.js';
+import {
+  PGLITE_START_PARAMS,
+  openPgliteDataDir,
+  type DataDirDurability,
+} from './pglite-durability.js';
 import { pgliteTemplateFor } from './pglite-template.js';
 import { statementName } from './prepared-statements.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
@@ -124,7 +128,11 @@ export async function openPgliteClient(
   try {
     db =
       dataDir === undefined
-        ? await PGlite.create({ parsers: PARSERS, extensions: PGLITE_EXTENSIONS })
+        ? await PGlite.create({
+            parsers: PARSERS,
+            extensions: PGLITE_EXTENSIONS,
+            startParams: [...PGLITE_START_PARAMS],
+          })
         : await openPgliteDataDir(dataDir, durability, {
             parsers: PARSERS,
             extensions: PGLITE_EXTENSIONS,

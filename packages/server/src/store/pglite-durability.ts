@@ -54,8 +54,21 @@ export const DATA_DIR_DURABILITIES: readonly DataDirDurability[] = ['power-loss'
 /** In a data directory that has been synced whole and since written only with fsync on. */
 export const SYNCED_MARKER = 'flightlog.synced';
 
+/**
+ * PGlite's start parameters, with the engine's buffer cache cut from PostgreSQL's 128 MB to
+ * 32 MB. The buffers live in the WASM memory, which never shrinks, and an idle server on an
+ * existing data directory held 389 MB of RSS with 128 MB against 270 MB with 32; under them the
+ * operating system caches the data files again (NODEFS reads the real files), and ingest
+ * touches recent pages only.
+ */
+export const PGLITE_START_PARAMS: readonly string[] = [
+  ...PGlite.defaultStartParams,
+  '-c',
+  'shared_buffers=32MB',
+];
+
 const SYNCED_START_PARAMS = [
-  ...PGlite.defaultStartParams.filter((param) => param !== '-F'),
+  ...PGLITE_START_PARAMS.filter((param) => param !== '-F'),
   '-c',
   'fsync=on',
   '-c',
@@ -174,7 +187,7 @@ export async function openPgliteDataDir(
     // what this run writes is not synced: a later durable start must sync it all first
     await rm(marker, { force: true });
     await syncPath(dataDir, true);
-    return PGlite.create(dataDir, options);
+    return PGlite.create(dataDir, { ...options, startParams: [...PGLITE_START_PARAMS] });
   }
   const db = await PGlite.create({
     ...options,
