@@ -2,7 +2,6 @@ import { once } from 'node:events';
 import { createGunzip, gunzipSync } from 'node:zlib';
 import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import secureJson from 'secure-json-parse';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
 import { decodeExportRequest } from '../otlp/otlp-protobuf.js';
 import type { BodyParsePool } from './body-parse-pool.js';
@@ -173,13 +172,6 @@ export function parseJson(bytes: Buffer, dataPaths: readonly DataPath[] = []): u
     throw new FlightlogError('malformed-json', 'The body is not valid UTF-8.');
   }
   if (text.trim().length === 0) return undefined;
-  try {
-    // The common case: no such key anywhere (checked by secure-json-parse, cheaply).
-    return secureJson.parse(text, undefined, { protoAction: 'error', constructorAction: 'error' });
-  } catch (error) {
-    if (!(error instanceof SyntaxError)) throw error;
-  }
-  // Either not JSON, or JSON with a prototype key somewhere: the plain parser tells which.
   let value: unknown;
   try {
     value = JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text);
@@ -189,9 +181,20 @@ export function parseJson(bytes: Buffer, dataPaths: readonly DataPath[] = []): u
       `The body is not valid JSON: ${(error as SyntaxError).message}`,
     );
   }
+  if (typeof value !== 'object' || value === null || !mayHoldPrototypeKey(text)) return value;
   const refused = prototypeKeyErrors(value, dataPaths);
   if (refused.length > 0) throw validationFailed(refused);
   return value;
+}
+
+/**
+ * Whether JSON text may hold a `__proto__` or `constructor` key anywhere: a superset, found with
+ * three substring searches. JSON can spell a letter or `_` of a key only as itself or as a `\u`
+ * escape. (secure-json-parse's two regular expressions, tried at every quote of the text, cost
+ * ~30 µs on a 21 KB batch; these searches a few.) Only then is the parsed value walked.
+ */
+function mayHoldPrototypeKey(text: string): boolean {
+  return text.includes('__proto__') || text.includes('constructor') || text.includes('\\u');
 }
 
 /**

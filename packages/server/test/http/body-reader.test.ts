@@ -178,6 +178,29 @@ describe('parseJson', () => {
     expect(({} as Record<string, unknown>).x).toBeUndefined();
   });
 
+  it('finds them spelt with \\u escapes, and passes text that only mentions them', () => {
+    // every letter of a key may come as an escape: `\u005f\u005fproto__`, `constructo\u0072`
+    const escaped = Buffer.from(
+      '{"a":{"\\u005f\\u005fproto__":{"x":1}},"b":{"constructo\\u0072":{"prototype":{}}}}',
+    );
+    expect(() => parseJson(escaped)).toThrow(
+      expect.objectContaining({
+        code: 'validation-failed',
+        fieldErrors: [
+          expect.objectContaining({ pointer: '/a/__proto__' }),
+          expect.objectContaining({ pointer: '/b/constructor/prototype' }),
+        ],
+      }),
+    );
+    // the words in values, or a constructor key without a prototype, are no prototype keys
+    const mentions = '{"text":"__proto__ and constructor","constructor":"x","e":"\\u0041"}';
+    expect(parseJson(Buffer.from(mentions))).toEqual({
+      text: '__proto__ and constructor',
+      constructor: 'x',
+      e: 'A',
+    });
+  });
+
   it('keeps them as data inside data paths: own keys, no prototype set anywhere', () => {
     const value = parseJson(
       Buffer.from('{"items":[{"events":[{"payload":{"__proto__":{"x":1},"n":{"__proto__":2}}}]}]}'),
