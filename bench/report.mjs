@@ -44,13 +44,18 @@ function ingestRows(json) {
   const benchmark = 'ingest';
   const targetRatio = json.config?.targetRatio ?? 0.8;
   const targetP99 = json.config?.targetP99Ms ?? 50;
-  const targetRss = json.config?.targetRssBytes ?? 250e6;
+  // per engine since the naive baseline came in; a number before
+  const targetRssOf = (engine) =>
+    typeof json.config?.targetRssBytes === 'number'
+      ? json.config.targetRssBytes
+      : (json.config?.targetRssBytes?.[engine] ?? 250e6);
   for (const [engine, r] of Object.entries(json.engines ?? {})) {
     const label = ENGINE_LABEL[engine] ?? engine;
     if (r.skipped || r.error) {
       rows.push(row({ benchmark, figure: `${label}: not measured`, note: r.skipped ?? r.error }));
       if (r.skipped) continue;
     }
+    const targetRss = targetRssOf(engine);
     let rssPeak = null;
     for (const [mix, m] of Object.entries(r.mixes ?? {})) {
       const at = `${label} ${mix}`;
@@ -86,6 +91,22 @@ function ingestRows(json) {
           meets: (v) => v < targetP99,
         }),
       );
+      const naiveCpu = m.median.naive?.cpuUsPerBatch?.server;
+      if (typeof naiveCpu === 'number')
+        rows.push(
+          row({
+            benchmark,
+            figure: `${at}: service's own CPU per batch vs a naive node:http + pg server's`,
+            value: m.median.service.cpuUsPerBatch?.server,
+            unit: 'µs',
+            baseline: naiveCpu,
+            baselineLabel: '(d) naive server, same statement',
+            target: 'ratio <= 1.5',
+            // the median of the rounds' ratios (paired), which value / baseline is not
+            meets: () => m.ratios.serverCpuVsNaive <= 1.5,
+            note: `median of the rounds' ratios ${m.ratios.serverCpuVsNaive?.toFixed(2)}`,
+          }),
+        );
       rssPeak = Math.max(rssPeak ?? 0, m.serverRssPeakBytes ?? m.serverRssAtEndBytes ?? 0) || null;
     }
     if (rssPeak !== null)
