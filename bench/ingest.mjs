@@ -454,10 +454,12 @@ const sidesOf = (engine) =>
 /**
  * CPU ms so far of the processes a side's run is charged with: the server that answered it
  * (service or naive), and PostgreSQL (every process named postgres, with its exited children:
- * the postmaster carries a closed backend's time on). Linux /proc; null elsewhere.
+ * the postmaster carries a closed backend's time on; none for PGlite, which runs inside the
+ * server). Linux /proc; null elsewhere.
  */
-function cpuSnapshot(serverPid) {
-  const pids = pidsNamed('postgres');
+function cpuSnapshot(serverPid, engine) {
+  // PGlite's engine runs inside the server: its CPU is the server's
+  const pids = engine === 'postgres' ? pidsNamed('postgres') : [];
   return {
     server: serverPid === undefined ? null : cpuMsOf(serverPid),
     postgres:
@@ -557,7 +559,7 @@ async function benchMix(ctx, mixName) {
     const options = { eventsPerBatch: mix.meanEvents };
     const run = async (side, seconds, label) => {
       let r;
-      const cpuBefore = cpuSnapshot(pidOf[side]);
+      const cpuBefore = cpuSnapshot(pidOf[side], engine);
       if (side === 'db') {
         await items.fill(poolFor(estimate.db, seconds));
         r = await runDbBaseline(baseline, baselineAgentId, items, seconds);
@@ -573,7 +575,7 @@ async function benchMix(ctx, mixName) {
       // the batches of the run's own window (a baseline writer's last write may end past it)
       r.cpuUsPerBatch = cpuPerBatch(
         cpuBefore,
-        cpuSnapshot(pidOf[side]),
+        cpuSnapshot(pidOf[side], engine),
         Math.round(r.batchesPerSec * seconds),
       );
       estimate[side] = Math.max(estimate[side], r.batchesPerSec);
