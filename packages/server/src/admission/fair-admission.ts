@@ -25,9 +25,15 @@ export interface FairAdmissionOptions {
 /** Why a request was not admitted. */
 export type Refusal = 'tenant-queue-full' | 'queue-full' | 'wait-timeout' | 'closed' | 'aborted';
 
+/** A request holding a slot. */
+export interface AdmittedRequest {
+  admitted: true;
+  /** Frees the slot; later calls do nothing. */
+  release: () => void;
+}
+
 export type Admission =
-  | { admitted: true; /** Frees the slot; later calls do nothing. */ release: () => void }
-  | { admitted: false; reason: Refusal; retryAfterSeconds: number };
+  AdmittedRequest | { admitted: false; reason: Refusal; retryAfterSeconds: number };
 
 interface Waiter {
   tenant: Tenant;
@@ -62,6 +68,17 @@ export class FairAdmission {
   /** Requests waiting for a slot now. */
   get waiting(): number {
     return this.queued;
+  }
+
+  /**
+   * Admits a request of `tenant` now if a slot is free and nobody waits for one (what `admit`
+   * would grant at once), else undefined: the common case without a promise, or an abort
+   * signal the caller would have to set up for a wait that does not happen.
+   */
+  tryAdmit(tenantKey: string): AdmittedRequest | undefined {
+    return this.inFlight < this.options.maxInFlight && this.queued === 0
+      ? this.grant(this.tenantOf(tenantKey))
+      : undefined;
   }
 
   /**
@@ -127,7 +144,7 @@ export class FairAdmission {
     return tenant;
   }
 
-  private grant(tenant: Tenant): Admission {
+  private grant(tenant: Tenant): AdmittedRequest {
     this.inFlight++;
     tenant.inFlight++;
     let released = false;

@@ -37,11 +37,18 @@ export function registerFairAdmission(
   metrics.watchAdmission(() => ({ active: gate.active, waiting: gate.waiting }));
   app.addHook('preValidation', async (request, reply) => {
     if (OPERATOR_ROUTES.has(request.routeOptions.url ?? '')) return;
+    const tenant = request.tenant ?? `ip:${request.ip}`;
+    // a free slot, nobody waiting: no abort signal to set up (~10 µs a request)
+    const now = gate.tryAdmit(tenant);
+    if (now !== undefined) {
+      slots.set(request, now.release);
+      return;
+    }
     const abort = new AbortController();
     const gone = () => abort.abort();
     reply.raw.once('close', gone);
     const started = performance.now();
-    const admission = await gate.admit(request.tenant ?? `ip:${request.ip}`, abort.signal);
+    const admission = await gate.admit(tenant, abort.signal);
     reply.raw.off('close', gone);
     if (!admission.admitted) {
       metrics.admissionRefused.inc({ reason: admission.reason });

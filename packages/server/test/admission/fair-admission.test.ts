@@ -41,6 +41,29 @@ describe('fair admission', () => {
     expect(gate.waiting).toBe(0);
   });
 
+  it('admits without waiting only what admit would grant at once, never past a waiting request', async () => {
+    const gate = new FairAdmission(options);
+    const first = gate.tryAdmit('a');
+    expect(first?.admitted).toBe(true);
+    const r = recorder();
+    r.admit(gate, 'b', 'b1'); // the second slot
+    r.admit(gate, 'c', 'c1'); // waits
+    await vi.advanceTimersByTimeAsync(0);
+    expect(gate.tryAdmit('d')).toBeUndefined(); // full
+    first?.release(); // the freed slot goes to the one waiting, not to a later tryAdmit
+    await vi.advanceTimersByTimeAsync(0);
+    expect(r.order).toEqual(['b1', 'c1']);
+    expect(gate.tryAdmit('d')).toBeUndefined();
+    r.release('b1');
+    expect(gate.waiting).toBe(0);
+    const again = gate.tryAdmit('d');
+    expect(again?.admitted).toBe(true);
+    expect(gate.active).toBe(2);
+    again?.release();
+    again?.release(); // once only
+    expect(gate.active).toBe(1);
+  });
+
   it('gives a freed slot to the waiting tenant holding the fewest, then takes turns', async () => {
     const gate = new FairAdmission({ ...options, maxQueuedPerTenant: 10, maxQueued: 20 });
     const r = recorder();
