@@ -42,8 +42,11 @@ interface BufferedMessage {
   bytes: Buffer;
   /** Characters of the JSON (what the budgets count, as for a string). */
   chars: number;
-  /** Its item's trace id (undefined for a resync), read once, for forgetTraces. */
-  traceId: string | undefined;
+  /**
+   * Its item's trace id, for forgetTraces: read from the bytes the first time a deletion asks
+   * (null: none), not at publish, where it cost a parse of the trace per message.
+   */
+  traceId?: string | null;
 }
 
 function toBuffered(message: LiveMessage): BufferedMessage {
@@ -52,8 +55,12 @@ function toBuffered(message: LiveMessage): BufferedMessage {
     ...(message.event === undefined ? {} : { event: message.event }),
     bytes: Buffer.from(message.data, 'utf8'),
     chars: message.data.length,
-    traceId: message.event === undefined ? itemTraceId(message.data) : undefined,
   };
+}
+
+function traceIdOf(message: BufferedMessage): string | null {
+  message.traceId ??= itemTraceId(message.bytes.toString('utf8')) ?? null;
+  return message.traceId;
 }
 
 function liveMessage(message: BufferedMessage): LiveMessage {
@@ -224,7 +231,7 @@ export function createInProcessBus(options: InProcessBusOptions = {}): InProcess
       const gone = new Set(traceIds);
       for (const entry of [...buffer.values()]) {
         const kept = entry.messages.filter(
-          (m) => m.event !== undefined || !gone.has(m.traceId ?? ''),
+          (m) => m.event !== undefined || !gone.has(traceIdOf(m) ?? ''),
         );
         if (kept.length === entry.messages.length) continue;
         if (kept.length === 0) {
