@@ -115,41 +115,27 @@ function watchIterator(
   end: (how: StreamEnd) => void,
   isAborted: () => boolean,
 ): AsyncIterableIterator<unknown> {
-  // One pair of handlers per iterator. Per item, the caller gets the inner iterator's own
-  // promise and we register one reaction beside the caller's (registered first, so it runs
-  // first): no derived promise to resolve per item, and a failure reaches the caller unchanged.
+  // One pair of handlers per iterator; per item only the `then` that shows it to us. The caller
+  // reads through that derived promise, so a failed read it never handles is still reported as
+  // unhandled, as without us (a reaction of ours beside the caller's would have handled it).
   const onNext = (next: IteratorResult<unknown>) => {
     try {
       if (next.done) end(DONE);
       else onItem(next.value);
     } catch {
-      // An instrumentation bug (or an odd item) costs the event, never the host's item; and a
-      // throw here must not become an unhandled rejection of our side reaction.
+      // An instrumentation bug, or an odd result (null), costs the event, never the host's
+      // item: the caller gets the result as it is and fails on it as it would unwrapped.
     }
+    return next;
   };
-  const onError = (error: unknown) => {
+  const onError = (error: unknown): never => {
     end(guardedAborted(isAborted) ? ABORTED : { kind: 'error', error });
+    throw error;
   };
   const observed: AsyncIterableIterator<unknown> = {
     // No rest array per item: an async generator's next() and next(undefined) are the same call.
-    next: (value?: unknown) => {
-      const promise = value === undefined ? inner.next() : inner.next(value);
-      if (isNativePromise(promise)) {
-        void Promise.prototype.then.call(promise, onNext, onError);
-        return promise;
-      }
-      // Not a native promise (not what these SDKs return): read through one, as the caller will.
-      return Promise.resolve(promise).then(
-        (next) => {
-          onNext(next);
-          return next;
-        },
-        (error: unknown) => {
-          onError(error);
-          throw error;
-        },
-      );
-    },
+    next: (value?: unknown) =>
+      Promise.resolve(value === undefined ? inner.next() : inner.next(value)).then(onNext, onError),
     return: (value?: unknown) => {
       end(ABORTED);
       return inner.return !== undefined

@@ -255,6 +255,30 @@ describe('a watched SDK stream', () => {
     expect(ends).toEqual([{ kind: 'error', error: failure }]);
   });
 
+  it('leaves a failed read the host never handles unhandled, as without the wrapper', async () => {
+    const failure = new Error('stream reset');
+    const stream = sdkStream(() => Promise.reject(failure));
+    const ends: StreamEnd[] = [];
+    observeStream(
+      stream,
+      () => {},
+      (end) => ends.push(end),
+      () => false,
+    );
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      // a host reading by hand that forgets to handle the failure
+      void stream[Symbol.asyncIterator]().next();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+    expect(unhandled).toEqual([failure]);
+    expect(ends).toEqual([{ kind: 'error', error: failure }]);
+  });
+
   it('survives an item reader that throws and a malformed iterator result, changing nothing for the caller', async () => {
     const stream = sdkStream(itemsOf(['a', 'b']));
     observeStream(

@@ -53,13 +53,25 @@ function toBuffered(message: LiveMessage): BufferedMessage {
   return {
     id: message.id,
     ...(message.event === undefined ? {} : { event: message.event }),
-    bytes: Buffer.from(message.data, 'utf8'),
+    bytes: ownBytes(message.data),
     chars: message.data.length,
   };
 }
 
+/**
+ * The UTF-8 bytes of `text` in an allocation of their own: `Buffer.from` cuts a short text from
+ * a shared 8 KiB pool, and a buffered message would keep its whole block (and whatever else
+ * lives there) for as long as it is buffered, far past what the budget counts for it.
+ */
+function ownBytes(text: string): Buffer {
+  const bytes = Buffer.allocUnsafeSlow(Buffer.byteLength(text, 'utf8'));
+  bytes.write(text, 0, 'utf8');
+  return bytes;
+}
+
 function traceIdOf(message: BufferedMessage): string | null {
-  message.traceId ??= itemTraceId(message.bytes.toString('utf8')) ?? null;
+  if (message.traceId === undefined)
+    message.traceId = itemTraceId(message.bytes.toString('utf8')) ?? null;
   return message.traceId;
 }
 

@@ -146,6 +146,17 @@ describeBuses('LiveBus contract [%s]', (engine: BusName) => {
     expect(labels(replay.messages)).toEqual(['m1', 'm2', 'm3', 'm4', 'm5', 'm6']);
   });
 
+  it('replays text of any script exactly as published (multi-byte and astral characters)', async () => {
+    const a = agent();
+    const texts = [
+      JSON.stringify({ note: 'señal → 送金 完了', emoji: '🚀🪙', mixed: 'a\u0000b' }),
+      JSON.stringify({ long: '€'.repeat(5_000) }),
+    ];
+    const ids = await bus.publish(a, texts);
+    const replay = await bus.replay(a);
+    expect(replay.messages).toEqual(ids.map((id, i) => ({ id, data: texts[i] })));
+  });
+
   it('replay of an agent with nothing buffered is empty', async () => {
     expect(await bus.replay(agent())).toEqual({ messages: [], resumed: false, complete: true });
     expect(await bus.replay(agent(), '1-1')).toEqual({
