@@ -31,6 +31,20 @@ async function agentIds(store: Store): Promise<string[]> {
   return rows.map((row) => row.id);
 }
 
+describe('PGlite in memory (tests, and a server without DATA_DIR)', () => {
+  it('runs with the same 32 MB buffer cache', async () => {
+    const store = await openStore({});
+    try {
+      const [row] = await store.sql.query<{ sharedBuffers: string }>(
+        `SELECT current_setting('shared_buffers') AS "sharedBuffers"`,
+      );
+      expect(row?.sharedBuffers).toBe('32MB');
+    } finally {
+      await store.close();
+    }
+  });
+});
+
 describe.each<[DataDirDurability, DataDirDurability, object]>([
   // A buffer cache of 32 MB, not PostgreSQL's 128: the WASM memory holding it never shrinks.
   [
