@@ -195,33 +195,42 @@ describe('a watched SDK stream', () => {
     return () =>
       Promise.resolve(at < items.length ? { done: false, value: items[at++] } : { done: true });
   }
-  async function withoutUnhandled<T>(run: () => Promise<T>): Promise<T> {
+  /** What `run` resolved to, and the rejections left unhandled meanwhile. */
+  async function unhandledDuring<T>(run: () => Promise<T>): Promise<[T, unknown[]]> {
     const unhandled: unknown[] = [];
     const onUnhandled = (reason: unknown) => unhandled.push(reason);
     process.on('unhandledRejection', onUnhandled);
     try {
       const result = await run();
       await new Promise((resolve) => setTimeout(resolve, 10));
-      expect(unhandled).toEqual([]);
-      return result;
+      return [result, unhandled];
     } finally {
       process.off('unhandledRejection', onUnhandled);
     }
+  }
+  async function withoutUnhandled<T>(run: () => Promise<T>): Promise<T> {
+    const [result, unhandled] = await unhandledDuring(run);
+    expect(unhandled).toEqual([]);
+    return result;
+  }
+  /** Watches `stream`: the items seen and the ends reported. */
+  function watch(stream: object) {
+    const seen: unknown[] = [];
+    const ends: StreamEnd[] = [];
+    const watched = observeStream(
+      stream,
+      (item) => seen.push(item),
+      (end) => ends.push(end),
+      () => false,
+    );
+    return { seen, ends, watched };
   }
 
   it('hands every item to the caller unchanged, sees each once, and ends once', async () => {
     const items = [{ a: 1 }, 'two', 3];
     const stream = sdkStream(itemsOf(items));
-    const seen: unknown[] = [];
-    const ends: StreamEnd[] = [];
-    expect(
-      observeStream(
-        stream,
-        (item) => seen.push(item),
-        (end) => ends.push(end),
-        () => false,
-      ),
-    ).toBe(true);
+    const { seen, ends, watched } = watch(stream);
+    expect(watched).toBe(true);
     const read: unknown[] = [];
     for await (const item of stream) read.push(item);
     expect(read).toEqual(items);
@@ -236,13 +245,7 @@ describe('a watched SDK stream', () => {
     const stream = sdkStream(() =>
       ++calls === 1 ? Promise.resolve({ done: false, value: 'first' }) : Promise.reject(failure),
     );
-    const ends: StreamEnd[] = [];
-    observeStream(
-      stream,
-      () => {},
-      (end) => ends.push(end),
-      () => false,
-    );
+    const { ends } = watch(stream);
     const caught = await withoutUnhandled(async () => {
       try {
         for await (const item of stream) void item;
@@ -258,23 +261,11 @@ describe('a watched SDK stream', () => {
   it('leaves a failed read the host never handles unhandled, as without the wrapper', async () => {
     const failure = new Error('stream reset');
     const stream = sdkStream(() => Promise.reject(failure));
-    const ends: StreamEnd[] = [];
-    observeStream(
-      stream,
-      () => {},
-      (end) => ends.push(end),
-      () => false,
-    );
-    const unhandled: unknown[] = [];
-    const onUnhandled = (reason: unknown) => unhandled.push(reason);
-    process.on('unhandledRejection', onUnhandled);
-    try {
-      // a host reading by hand that forgets to handle the failure
+    const { ends } = watch(stream);
+    // a host reading by hand that forgets to handle the failure
+    const [, unhandled] = await unhandledDuring(async () => {
       void stream[Symbol.asyncIterator]().next();
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    } finally {
-      process.off('unhandledRejection', onUnhandled);
-    }
+    });
     expect(unhandled).toEqual([failure]);
     expect(ends).toEqual([{ kind: 'error', error: failure }]);
   });
@@ -298,12 +289,7 @@ describe('a watched SDK stream', () => {
 
     // An iterator that resolves to null: the caller's `for await` fails exactly as unwrapped.
     const odd = sdkStream(() => Promise.resolve(null));
-    observeStream(
-      odd,
-      () => {},
-      () => {},
-      () => false,
-    );
+    watch(odd);
     const unwrapped = sdkStream(() => Promise.resolve(null));
     const failureOf = async (s: AsyncIterable<unknown>) => {
       try {
@@ -326,14 +312,7 @@ describe('a watched SDK stream', () => {
         resolve(at < 2 ? { done: false, value: at++ } : { done: true, value: undefined });
       },
     }));
-    const seen: unknown[] = [];
-    const ends: StreamEnd[] = [];
-    observeStream(
-      stream,
-      (item) => seen.push(item),
-      (end) => ends.push(end),
-      () => false,
-    );
+    const { seen, ends } = watch(stream);
     const read: unknown[] = [];
     for await (const item of stream) read.push(item);
     expect(read).toEqual([0, 1]);
