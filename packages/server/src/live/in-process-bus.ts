@@ -9,7 +9,7 @@ import {
   type LiveListener,
   type LiveMessage,
 } from './live-bus.js';
-import { itemTraceId } from './item-trace-id.js';
+import { itemTraceId, leadingTraceId } from './item-trace-id.js';
 
 export interface InProcessBusOptions {
   /** Batches kept per agent (the spec's 1000). */
@@ -69,9 +69,20 @@ function ownBytes(text: string): Buffer {
   return bytes;
 }
 
+/** Bytes decoded to find a message's trace id before the whole message is. */
+const TRACE_HEAD_BYTES = 16 * 1024;
+
 function traceIdOf(message: BufferedMessage): string | null {
-  if (message.traceId === undefined)
-    message.traceId = itemTraceId(message.bytes.toString('utf8')) ?? null;
+  if (message.traceId === undefined) {
+    // The trace comes first: a deletion decodes the head of each buffered message, not the
+    // whole of an agent's buffer (64 MB at most, ~100 ms of the event loop).
+    const { bytes } = message;
+    const head = bytes.toString('utf8', 0, Math.min(bytes.length, TRACE_HEAD_BYTES));
+    message.traceId =
+      leadingTraceId(head) ??
+      (bytes.length > TRACE_HEAD_BYTES ? itemTraceId(bytes.toString('utf8')) : itemTraceId(head)) ??
+      null;
+  }
   return message.traceId;
 }
 

@@ -7,16 +7,25 @@ const PREFIX = '{"trace":{';
  * follow. Anything else is parsed whole. Undefined when the data holds no trace id.
  */
 export function itemTraceId(data: string): string | undefined {
-  if (data.startsWith(PREFIX)) {
-    const end = objectEnd(data, PREFIX.length - 1);
-    if (end > 0) return idOf(data.slice(PREFIX.length - 1, end));
-  }
+  const leading = leadingTraceId(data);
+  if (leading !== undefined) return leading;
   try {
     const item = JSON.parse(data) as { trace?: { id?: unknown } } | null;
     return typeof item?.trace?.id === 'string' ? item.trace.id : undefined;
   } catch {
     return undefined;
   }
+}
+
+/**
+ * The trace id of data that starts with its trace, read from `head`, any leading part of the
+ * data (cut anywhere, even inside a character); undefined when the head does not hold the whole
+ * trace object (then the whole data must be read).
+ */
+export function leadingTraceId(head: string): string | undefined {
+  if (!head.startsWith(PREFIX)) return undefined;
+  const end = objectEnd(head, PREFIX.length - 1);
+  return end > 0 ? idOf(head.slice(PREFIX.length - 1, end)) : undefined;
 }
 
 function idOf(json: string): string | undefined {
