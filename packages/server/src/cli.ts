@@ -40,6 +40,7 @@ import { MEMBER_ROLES, type MemberRole } from './store/agent-store.js';
 import { DataDirInUseError } from './store/data-dir-lock.js';
 import { migrate } from './store/migrate.js';
 import { openStore, type Store } from './store/open-store.js';
+import { storeOptionsFrom } from './store/store-from-config.js';
 
 const USAGE = `Usage: flightlog <command> [options]
 
@@ -133,16 +134,9 @@ function warn(message: string): void {
   process.stderr.write(`warning: ${message}\n`);
 }
 
-/** The store's options for a command: a small pool; migrations as the command says. */
+/** The store for a command, migrated as the command says. */
 function openCommandStore(config: Config, migrate: boolean): Promise<Store> {
-  return openStore({
-    ...(config.databaseUrl
-      ? { databaseUrl: config.databaseUrl }
-      : { dataDir: config.dataDir, dataDirDurability: config.dataDirDurability }),
-    ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
-    poolSize: 2,
-    migrate,
-  });
+  return openStore({ ...storeOptionsFrom(config, 'command'), migrate });
 }
 
 /**

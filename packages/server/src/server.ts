@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import { createRedisBus } from './live/redis-bus.js';
 import { replayHistoryFrom } from './live/replay-history.js';
 import { openStore, type Store } from './store/open-store.js';
+import { storeOptionsFrom } from './store/store-from-config.js';
 
 export interface RunningServer extends FlightlogApp {
   store: Store;
@@ -25,15 +26,7 @@ export async function startServer(
   config: Config,
   options: { logger?: AppDependencies['logger'] } = {},
 ): Promise<RunningServer> {
-  const store = await openStore({
-    ...(config.databaseUrl
-      ? { databaseUrl: config.databaseUrl }
-      : { dataDir: config.dataDir, dataDirDurability: config.dataDirDurability }),
-    ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
-    poolSize: config.databasePoolSize,
-    statementTimeoutMs: config.databaseStatementTimeoutMs,
-    ingestGroup: config.ingestGroup,
-  });
+  const store = await openStore(storeOptionsFrom(config, 'server'));
   let built: FlightlogApp;
   let logBusError: (error: unknown) => void = () => {};
   let worker: AnalysisWorker | undefined;

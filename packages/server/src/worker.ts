@@ -6,6 +6,7 @@ import { serializeError } from './observability/log-error.js';
 import { Metrics } from './observability/metrics.js';
 import { DataDirInUseError } from './store/data-dir-lock.js';
 import { openStore, type Store } from './store/open-store.js';
+import { storeOptionsFrom } from './store/store-from-config.js';
 
 export interface RunningWorker {
   worker: AnalysisWorker;
@@ -30,15 +31,7 @@ export async function startWorker(
 ): Promise<RunningWorker> {
   let store: Store;
   try {
-    store = await openStore({
-      ...(config.databaseUrl
-        ? { databaseUrl: config.databaseUrl }
-        : { dataDir: config.dataDir, dataDirDurability: config.dataDirDurability }),
-      ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
-      // one job at a time: a connection for it and one for the lease bookkeeping
-      poolSize: Math.min(config.databasePoolSize, 2),
-      statementTimeoutMs: config.databaseStatementTimeoutMs,
-    });
+    store = await openStore(storeOptionsFrom(config, 'worker'));
   } catch (error) {
     if (error instanceof DataDirInUseError)
       throw new WorkerNeedsDatabaseError(
