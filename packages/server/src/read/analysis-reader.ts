@@ -1,5 +1,6 @@
 import type { TraceAnalysis } from '@flightlog/protocol';
 import type { Store } from '../store/open-store.js';
+import { isoOrNullFromRow } from '../store/row-dates.js';
 
 export type AnalysisLookup =
   | { kind: 'analysis'; analysis: TraceAnalysis }
@@ -7,8 +8,6 @@ export type AnalysisLookup =
   | { kind: 'not-found' }
   /** A trace the user may see that was never completed or errored, so never queued. */
   | { kind: 'not-finished'; traceStatus: string };
-
-const iso = (value: Date | null) => (value === null ? null : value.toISOString());
 
 /** The analysis of a trace's latest finalisation, when the user has a role on its agent. */
 export async function readAnalysis(
@@ -37,8 +36,8 @@ export async function readAnalysis(
       autopsy: status === 'done' ? job.autopsy : null,
       analyzer: status === 'done' ? job.analyzer : null,
       createdAt: job.createdAt.toISOString(),
-      startedAt: iso(job.startedAt),
-      finishedAt: ended ? iso(job.finishedAt) : null,
+      startedAt: isoOrNullFromRow(job.startedAt),
+      finishedAt: ended ? isoOrNullFromRow(job.finishedAt) : null,
       durationMs: ended && job.durationMs !== null ? Math.max(0, job.durationMs) : null,
       attempts: job.attempts,
       ...(status !== 'done' && job.lastError !== null ? { error: job.lastError } : {}),

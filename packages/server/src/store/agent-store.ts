@@ -7,6 +7,7 @@ import {
 } from '@flightlog/protocol';
 import type { SqlClient } from './sql-client.js';
 import { deleteAgentInSteps } from './run-rows.js';
+import { isoFromRow, isoOrNullFromRow } from './row-dates.js';
 
 export { MEMBER_ROLES, type MemberRole } from '@flightlog/protocol';
 
@@ -35,9 +36,6 @@ export interface NewAgent {
   ownerId?: string | undefined;
 }
 
-const iso = (value: Date | string) => (value instanceof Date ? value.toISOString() : value);
-const isoOrNull = (value: Date | string | null) => (value === null ? null : iso(value));
-
 const AGENT_COLUMNS = 'id, name, created_at AS "createdAt", verified_at AS "verifiedAt"';
 
 interface StoredAgent {
@@ -50,8 +48,8 @@ interface StoredAgent {
 const agentRow = (agent: StoredAgent): AgentRow => ({
   id: agent.id,
   name: agent.name,
-  createdAt: iso(agent.createdAt),
-  verifiedAt: isoOrNull(agent.verifiedAt),
+  createdAt: isoFromRow(agent.createdAt),
+  verifiedAt: isoOrNullFromRow(agent.verifiedAt),
 });
 
 /** Agents, their API keys (hashes), verify tokens (hashes) and members. */
@@ -247,8 +245,8 @@ export class AgentStore {
     );
     return rows.map((k) => ({
       keyId: k.keyId,
-      createdAt: iso(k.createdAt),
-      revokedAt: isoOrNull(k.revokedAt),
+      createdAt: isoFromRow(k.createdAt),
+      revokedAt: isoOrNullFromRow(k.revokedAt),
     }));
   }
 
@@ -309,11 +307,11 @@ export class AgentStore {
         agentId: row.agentId,
         name: row.name,
         role: row.role,
-        verifiedAt: isoOrNull(row.verifiedAt),
-        createdAt: iso(row.createdAt),
+        verifiedAt: isoOrNullFromRow(row.verifiedAt),
+        createdAt: isoFromRow(row.createdAt),
         traceCount: Math.min(counted, TRACE_COUNT_CAP),
         traceCountCapped: counted > TRACE_COUNT_CAP,
-        lastTraceAt: isoOrNull(row.lastTraceAt),
+        lastTraceAt: isoOrNullFromRow(row.lastTraceAt),
       };
     });
   }

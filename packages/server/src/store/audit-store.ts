@@ -1,4 +1,5 @@
 import type { SqlExecutor } from './sql-client.js';
+import { isoFromRow } from './row-dates.js';
 
 /** What the audit log records: deletions and changes of an agent's lifecycle settings. */
 export const AUDIT_ACTIONS = [
@@ -84,7 +85,7 @@ export class AuditStore {
     );
     return rows.map((row) => ({
       ...row,
-      at: row.at instanceof Date ? row.at.toISOString() : String(row.at),
+      at: isoFromRow(row.at),
     }));
   }
 }

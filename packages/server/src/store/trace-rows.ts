@@ -1,4 +1,5 @@
 import type { Event, Trace } from '@flightlog/protocol';
+import { isoFromRow, isoOrNullFromRow } from './row-dates.js';
 
 /** Columns of `traces` as wire field names; numerics as text so they stay exact. */
 export const TRACE_COLUMNS = `
@@ -31,26 +32,18 @@ type Stored<T> = Omit<T, 'startedAt' | 'endedAt'> & {
 export type TraceRow = Stored<Trace>;
 export type EventRow = Stored<Event>;
 
-function iso(value: unknown): string {
-  return value instanceof Date ? value.toISOString() : String(value);
-}
-
-function isoOrNull(value: unknown): string | null {
-  return value === null || value === undefined ? null : iso(value);
-}
-
 export function traceFromRow(row: Stored<Trace>): Trace {
   return {
     ...row,
-    startedAt: iso(row.startedAt),
-    endedAt: isoOrNull(row.endedAt),
+    startedAt: isoFromRow(row.startedAt),
+    endedAt: isoOrNullFromRow(row.endedAt),
   } as Trace;
 }
 
 export function eventFromRow(row: Stored<Event>): Event {
   return {
     ...row,
-    startedAt: iso(row.startedAt),
-    endedAt: isoOrNull(row.endedAt),
+    startedAt: isoFromRow(row.startedAt),
+    endedAt: isoOrNullFromRow(row.endedAt),
   } as Event;
 }
