@@ -2,6 +2,7 @@ import { performance } from 'node:perf_hooks';
 import {
   isIdentifier,
   isIsoDateTime,
+  TEXT_MAX_LENGTH,
   type ChainTxPayload,
   type CustomPayload,
   type EventStatus,
@@ -62,7 +63,6 @@ export interface TraceIdentity {
   startedAtMs: number;
 }
 
-const TEXT_MAX = 65_536;
 /** The protocol's lamports: a non-negative integer as decimal text (re-checked when read again). */
 const LAMPORTS = /^(?:0|[1-9][0-9]*)$/;
 /** Wire bytes of an event besides its payload, ids and texts: keys, dates, numbers. */
@@ -128,7 +128,8 @@ function resolveFields(fields: EventFields, now: number): ResolvedFields | strin
     return 'status must be "ok" or "error"';
   if (errorMessage !== undefined && errorMessage !== null && typeof errorMessage !== 'string')
     return 'errorMessage must be a string or null';
-  const message = typeof errorMessage === 'string' ? storableText(errorMessage, TEXT_MAX) : null;
+  const message =
+    typeof errorMessage === 'string' ? storableText(errorMessage, TEXT_MAX_LENGTH) : null;
   let parent: string | null = null;
   if (parentEventId !== undefined && parentEventId !== null && parentEventId !== '') {
     if (typeof parentEventId !== 'string' || !isIdentifier(parentEventId))
@@ -177,7 +178,7 @@ class SessionStep<P> implements OpenStep<P> {
     this.ended = true;
     try {
       const durationMs = performance.now() - this.t0;
-      const errorMessage = ok ? null : errorText(error, TEXT_MAX);
+      const errorMessage = ok ? null : errorText(error, TEXT_MAX_LENGTH);
       this.session.endStep(
         this.type,
         build,
@@ -333,7 +334,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
             endedAt: new Date(timing.endedAtMs),
             durationMs: timing.durationMs,
             status: ok ? 'ok' : 'error',
-            errorMessage: ok ? null : errorText(valueOrError, TEXT_MAX),
+            errorMessage: ok ? null : errorText(valueOrError, TEXT_MAX_LENGTH),
             parentEventId: parentEventId as string | null,
           };
           this.add(type, payload, resolved, span.eventId, sequence);
@@ -396,7 +397,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
   fail(error: unknown, options?: EndOptions): void {
     // errorText never throws: whatever was thrown (an Error, a string, an object whose message
     // is not text, null, undefined) becomes a message, and the session ends as errored.
-    const message = errorText(error, TEXT_MAX);
+    const message = errorText(error, TEXT_MAX_LENGTH);
     try {
       this.finish('errored', options, message);
     } catch (internal) {
@@ -677,7 +678,8 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
         'end: outputSummary must be a string or null; it is left empty',
         { traceId: this.traceId },
       );
-    this.outputSummary = typeof summary === 'string' ? storableText(summary, TEXT_MAX) : null;
+    this.outputSummary =
+      typeof summary === 'string' ? storableText(summary, TEXT_MAX_LENGTH) : null;
     this.errorMessage = error;
     this.endedAtText = new Date(endedAtMs).toISOString();
     this.durationMs = endedAtMs - this.identity.startedAtMs;

@@ -1,4 +1,4 @@
-import { isIdentifier, type CompleteTraceBody } from '@flightlog/protocol';
+import { TEXT_MAX_LENGTH, isIdentifier, type CompleteTraceBody } from '@flightlog/protocol';
 import { ActiveSession, type SessionHost, type TraceIdentity } from './active-session.js';
 import { BatchExporter } from './batch-exporter.js';
 import { emptyCounters, type ClientCounters, type ClientStats } from './client-stats.js';
@@ -76,7 +76,6 @@ export interface ClientDependencies {
  */
 export type PayloadMode = 'plain' | 'encrypted' | 'withheld';
 
-const TEXT_MAX = 65_536;
 const TAG_MAX = 256;
 const MAX_TAGS = 256;
 const USER_AGENT = `flightlog-client/0.1.0 node/${process.version}`;
@@ -433,7 +432,8 @@ export class ClientCore implements SessionHost, RegisteredClient {
       body.endedAt = ms === undefined ? 'invalid date' : new Date(ms).toISOString();
     }
     for (const key of ['outputSummary', 'errorMessage'])
-      if (typeof body[key] === 'string') body[key] = storableText(body[key] as string, TEXT_MAX);
+      if (typeof body[key] === 'string')
+        body[key] = storableText(body[key] as string, TEXT_MAX_LENGTH);
     return body;
   }
 
@@ -473,8 +473,8 @@ export class ClientCore implements SessionHost, RegisteredClient {
 
     let inputSummary: string;
     if (typeof options.inputSummary === 'string') {
-      inputSummary = storableText(options.inputSummary, TEXT_MAX);
-      if (options.inputSummary.length > TEXT_MAX)
+      inputSummary = storableText(options.inputSummary, TEXT_MAX_LENGTH);
+      if (options.inputSummary.length > TEXT_MAX_LENGTH)
         warn('inputSummary is cut to 65,536 UTF-16 code units');
     } else {
       warn('inputSummary is required');

@@ -1,16 +1,11 @@
-/**
- * Instants the service can store: 0001-01-01T00:00:00.000Z to 9999-12-31T23:59:59.999Z (its
- * date-time format, what PostgreSQL's timestamptz holds with a four-digit year).
- */
-export const MIN_MS = -62_135_596_800_000;
-export const MAX_MS = 253_402_300_799_999;
+import { INSTANT_MAX_MS, INSTANT_MIN_MS } from '@flightlog/protocol';
 
 /** The range in words, for warnings. */
 export const INSTANT_RANGE = 'years 0001 to 9999: the service stores 0001-01-01 to 9999-12-31 UTC';
 
 /** True for an instant the service can store (NaN is not one). */
 export function inRange(ms: number): boolean {
-  return ms >= MIN_MS && ms <= MAX_MS;
+  return ms >= INSTANT_MIN_MS && ms <= INSTANT_MAX_MS;
 }
 
 const getTime = Date.prototype.getTime;

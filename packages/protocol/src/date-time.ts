@@ -7,6 +7,14 @@ const DATE_TIME =
  */
 const MAX_OFFSET_HOURS = 15;
 
+/**
+ * The instants the service stores, in epoch milliseconds: 0001-01-01T00:00:00.000Z to
+ * 9999-12-31T23:59:59.999Z (the date-time rule below at millisecond precision: a four-digit year,
+ * what PostgreSQL's timestamptz holds and returns).
+ */
+export const INSTANT_MIN_MS = -62_135_596_800_000;
+export const INSTANT_MAX_MS = 253_402_300_799_999;
+
 /** Days of each month of a common year. */
 const MONTH_DAYS = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 

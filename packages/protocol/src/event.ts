@@ -6,6 +6,7 @@ import {
   Milliseconds,
   Nullable,
   StringEnum,
+  TEXT_MAX_LENGTH,
   Text,
 } from './primitives.js';
 
@@ -37,7 +38,7 @@ export const EventSchema = Type.Object(
     parentEventId: Type.Optional(Nullable(Identifier)),
     endedAt: Type.Optional(Nullable(IsoDateTime)),
     durationMs: Type.Optional(Nullable(Milliseconds)),
-    errorMessage: Type.Optional(Nullable(Text(65_536))),
+    errorMessage: Type.Optional(Nullable(Text(TEXT_MAX_LENGTH))),
   },
   { additionalProperties: false },
 );

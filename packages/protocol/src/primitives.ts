@@ -39,6 +39,12 @@ export const IsoDateTime = Type.String({ format: 'date-time', maxLength: 40 });
  */
 export const STORABLE_TEXT = '^[^\\u0000\\uD800-\\uDFFF]*$';
 
+/**
+ * The longest summary or error message a trace or event holds (characters): what the client cuts
+ * longer ones to, and what the service takes.
+ */
+export const TEXT_MAX_LENGTH = 65_536;
+
 /** Human-readable text (see STORABLE_TEXT). */
 export const Text = (maxLength: number) => Type.String({ maxLength, pattern: STORABLE_TEXT });
 

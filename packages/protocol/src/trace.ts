@@ -9,6 +9,7 @@ import {
   Nullable,
   STORABLE_TEXT,
   StringEnum,
+  TEXT_MAX_LENGTH,
   Text,
 } from './primitives.js';
 
@@ -20,8 +21,6 @@ export const ANALYSED_STATUSES: readonly TraceStatus[] = ['completed', 'errored'
 
 export const TraceStatusSchema = StringEnum(TRACE_STATUSES);
 
-const SUMMARY_MAX = 65_536;
-
 /** A full snapshot of one agent run, as the client sends it at each flush. */
 export const TraceSchema = Type.Object(
   {
@@ -29,11 +28,11 @@ export const TraceSchema = Type.Object(
     agentId: Type.String({ minLength: 1, maxLength: 128, pattern: STORABLE_TEXT }),
     status: TraceStatusSchema,
     startedAt: IsoDateTime,
-    inputSummary: Text(SUMMARY_MAX),
+    inputSummary: Text(TEXT_MAX_LENGTH),
     endedAt: Type.Optional(Nullable(IsoDateTime)),
     durationMs: Type.Optional(Nullable(Milliseconds)),
-    outputSummary: Type.Optional(Nullable(Text(SUMMARY_MAX))),
-    errorMessage: Type.Optional(Nullable(Text(SUMMARY_MAX))),
+    outputSummary: Type.Optional(Nullable(Text(TEXT_MAX_LENGTH))),
+    errorMessage: Type.Optional(Nullable(Text(TEXT_MAX_LENGTH))),
     tags: Type.Array(Text(256), { maxItems: 256 }),
     eventCount: Count,
     totalTokens: Count,
@@ -43,7 +42,7 @@ export const TraceSchema = Type.Object(
     toolsCalled: Type.Array(Text(256), { maxItems: 1024 }),
     anchorSignature: Type.Optional(Nullable(Text(256))),
     anchorSlot: Type.Optional(Nullable(IntegerString)),
-    merkleProof: Type.Optional(Nullable(Text(SUMMARY_MAX))),
+    merkleProof: Type.Optional(Nullable(Text(TEXT_MAX_LENGTH))),
     traceHash: Type.Optional(Nullable(Text(256))),
     shareToken: Type.Optional(Nullable(Text(256))),
   },

@@ -1,4 +1,4 @@
-import { storableText, type Event } from '@flightlog/protocol';
+import { TEXT_MAX_LENGTH, storableText, type Event } from '@flightlog/protocol';
 import type { ExportTraceServiceRequest, OtlpSpan, OtlpSpanEvent } from './otlp-json.js';
 import { classifySpan, inputSummaryOf, outputSummaryOf } from './semantic-conventions.js';
 import { attributesOf, type Attributes } from './span-attributes.js';
@@ -13,9 +13,6 @@ import { attributesOf, type Attributes } from './span-attributes.js';
  * are unique across the service, so an event id is the trace id and the span id joined by `-`:
  * `<32 hex>-<16 hex>`; `parentEventId` is built the same way from the parent span id.
  */
-
-/** The longest summary or error message a trace or event stores (the protocol's cap). */
-const TEXT_MAX = 65_536;
 
 const TRACE_ID = /^[0-9a-f]{32}$/;
 const SPAN_ID = /^[0-9a-f]{16}$/;
@@ -119,14 +116,14 @@ const KIND_NAMES = [
 /** The error text of a failed span: its status message, else its recorded exception. */
 function errorMessageOf(span: OtlpSpan): string {
   const status = span.status?.message;
-  if (status) return storableText(status, TEXT_MAX);
+  if (status) return storableText(status, TEXT_MAX_LENGTH);
   for (const event of span.events ?? []) {
     if (event.name !== 'exception') continue;
     const a = attributesOf(event.attributes);
     const type = typeof a['exception.type'] === 'string' ? a['exception.type'] : '';
     const message = typeof a['exception.message'] === 'string' ? a['exception.message'] : '';
     const text = type && message ? `${type}: ${message}` : type || message;
-    if (text) return storableText(text, TEXT_MAX);
+    if (text) return storableText(text, TEXT_MAX_LENGTH);
   }
   return 'The span ended with status ERROR.';
 }
@@ -218,8 +215,8 @@ function mapSpan(span: OtlpSpan, context: SpanContext): MappedSpan | SpanRejecti
       startedAt,
       endedAt,
       errored,
-      inputSummary: storableText(inputSummaryOf(attributes) ?? name, TEXT_MAX),
-      outputSummary: output === undefined ? null : storableText(output, TEXT_MAX),
+      inputSummary: storableText(inputSummaryOf(attributes) ?? name, TEXT_MAX_LENGTH),
+      outputSummary: output === undefined ? null : storableText(output, TEXT_MAX_LENGTH),
       errorMessage,
     };
   }

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { isIsoDateTime } from '@flightlog/protocol';
+import { INSTANT_MAX_MS, INSTANT_MIN_MS, isIsoDateTime } from '@flightlog/protocol';
 
 /*
  * The one rule for every timestamp the service takes (the schemas' `date-time` format). It is
@@ -53,6 +53,16 @@ describe('the date-time rule', () => {
     expect(isIsoDateTime('0001-01-01T00:00:00+00:01')).toBe(false);
     expect(isIsoDateTime('9999-12-31T23:59:59.9999995Z')).toBe(false);
     expect(isIsoDateTime('2026-11-28T10:00:00+16:00')).toBe(false);
+  });
+
+  it('is the same range as the millisecond bounds the client checks instants against', () => {
+    const text = (ms: number) => new Date(ms).toISOString();
+    expect(text(INSTANT_MIN_MS)).toBe('0001-01-01T00:00:00.000Z');
+    expect(text(INSTANT_MAX_MS)).toBe('9999-12-31T23:59:59.999Z');
+    expect(isIsoDateTime(text(INSTANT_MIN_MS))).toBe(true);
+    expect(isIsoDateTime(text(INSTANT_MAX_MS))).toBe(true);
+    expect(isIsoDateTime(text(INSTANT_MIN_MS - 1))).toBe(false);
+    expect(isIsoDateTime(text(INSTANT_MAX_MS + 1))).toBe(false);
   });
 
   it('agrees with a plain statement of the rule on any date-time-shaped text', () => {
