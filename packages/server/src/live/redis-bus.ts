@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import { Redis, type RedisOptions } from 'ioredis';
 import {
   LIVE_AGENT_BUFFER_MAX_BYTES,
@@ -6,20 +5,16 @@ import {
   LIVE_BUFFER_MAX_BYTES,
   REPLAY_PAGE_BYTES,
   compareMessageIds,
-  isMessageId,
-  messageId,
-  splitMessageId,
   type BusStatus,
   type LiveBus,
   type LiveListener,
   type LiveMessage,
-  type ResyncNotice,
-  RESYNC_MESSAGE,
 } from './live-bus.js';
-import { BacklogOverflowError, PublishBacklog, type PendingBatch } from './publish-backlog.js';
 import type { ReplayHistory } from './replay-history.js';
-import { defineLiveScripts } from './redis-scripts.js';
+import { RedisPublisher } from './redis-publisher.js';
+import { defineLiveScripts, isReplyError, type Entry } from './redis-scripts.js';
 import { itemTraceId } from './item-trace-id.js';
+import { REPLAY_PAGE, messagesOf, replayFrom, twinBytes } from './redis-entries.js';
 
 export interface RedisBusOptions {
   url: string;
@@ -54,11 +49,8 @@ export interface RedisBusOptions {
   onError?: (error: unknown) => void;
 }
 
-type Entry = [id: string, fields: string[]];
 type XReadReply = [key: string, entries: Entry[]][] | null;
 
-/** Entries per page of a replay. */
-const REPLAY_PAGE = 100;
 /** Token-stream entries per agent per blocking read (small: an id, a token and a size each). */
 const TWINS_PER_READ = 100;
 /**
@@ -74,60 +66,6 @@ const MIN_AGENT_SHARE = 256 * 1024;
  * reader (ROUND_BYTES each), beside the rounds of the others; past it they share the rounds.
  */
 const MAX_BULK_READS = 4;
-
-/**
- * An entry is one batch, its items stored as repeated `d` fields, in order (its publish's token
- * is in the agent's token stream, under the same id); or one `r` field, a resync notice. An `x`
- * field is an item of a deleted trace (see redis-scripts.ts FORGET_ITEMS): it keeps its place,
- * so the items after it keep their ids, and shows nothing.
- */
-function messagesOf([id, fields]: Entry): LiveMessage[] {
-  const messages: LiveMessage[] = [];
-  let item = 0;
-  for (let i = 0; i + 1 < fields.length; i += 2)
-    if (fields[i] === 'd')
-      messages.push({ id: messageId(id, item++), data: fields[i + 1] as string });
-    else if (fields[i] === 'r')
-      messages.push({
-        id: messageId(id, item++),
-        data: fields[i + 1] as string,
-        event: 'resync',
-      });
-    else if (fields[i] === 'x') item++;
-  return messages;
-}
-
-/** Items an entry was written with (its `d`, `r` and `x` fields). */
-function itemCount([, fields]: Entry): number {
-  let count = 0;
-  for (let i = 0; i + 1 < fields.length; i += 2)
-    if (fields[i] === 'd' || fields[i] === 'r' || fields[i] === 'x') count++;
-  return count;
-}
-
-/** The size a token-stream entry gives its batch (see redis-scripts.ts). */
-function twinBytes(fields: string[]): number {
-  for (let i = 0; i + 1 < fields.length; i += 2)
-    if (fields[i] === 'b') return Number(fields[i + 1]) || 0;
-  return 0;
-}
-
-/**
- * Batches at least this big (in the backlog's measure, about twice their JSON) are written on a
- * connection of their own, so that other agents' small writes do not queue behind megabytes.
- */
-const BULK_BATCH_BYTES = 512 * 1024;
-
-/** Batches written per round of a backlog flush (sent together, answered in order). */
-const FLUSH_CHUNK = 100;
-/** How many of the agent's newest tokens a retried write looks through (see redis-scripts.ts). */
-const RETRY_LOOK_BACK = 100;
-/** A flush that failed is tried again after this, doubling up to the maximum. */
-const FLUSH_RETRY_MS = 250;
-const FLUSH_RETRY_MAX_MS = 4_000;
-
-/** An answer of Redis itself (the command ran and failed), not a lost connection or timeout. */
-const isReplyError = (error: unknown) => error instanceof Error && error.name === 'ReplyError';
 
 /** A listener and the entry after which it receives (what came before is replay's). */
 interface Watcher {
@@ -185,19 +123,12 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     ttlSeconds,
   };
   const scripts = defineLiveScripts(commands, prefix, bounds);
-  const bulkScripts = defineLiveScripts(bulk, prefix, bounds);
-  /**
-   * Per agent, the lane its writes in flight use and how many: an agent's next write takes the
-   * same lane, so its batches reach its stream in publish order whichever lane they take.
-   */
-  const inFlight = new Map<string, { bulk: boolean; writes: number }>();
-
-  const backlog = new PublishBacklog(options.backlogMaxBytes ?? 64 * 1024 * 1024);
-  let publishSeq = 0;
-  let flushing = false;
-  let flushRetryMs = FLUSH_RETRY_MS;
-  let flushTimer: NodeJS.Timeout | undefined;
-
+  const publisher = new RedisPublisher(
+    { connection: commands, scripts },
+    { connection: bulk, scripts: defineLiveScripts(bulk, prefix, bounds) },
+    options.backlogMaxBytes ?? 64 * 1024 * 1024,
+    onError,
+  );
   /**
    * The epoch of Redis's data: when this Redis first held Flightlog's streams. A Redis that
    * restarted empty has none, and whoever notices first sets it to now; an agent's stream whose
@@ -290,7 +221,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     setStatus('connected');
     epoch = readEpoch();
     epoch.catch(() => {}); // read again at the next replay
-    flushBacklog();
+    publisher.flushBacklog();
   });
 
   /**
@@ -431,185 +362,6 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     }
   }
 
-  /**
-   * Up to `max` of the stream's entries from `start` (an entry id, inclusive, or `-`) on, and
-   * whether that was all. Read in pages of at most REPLAY_PAGE entries and about
-   * REPLAY_PAGE_BYTES, so that no reply holds the shared connection for long however big the
-   * agent's batches are (a page of 100 entries of 5 MiB each once outlasted the command timeout
-   * and took every other agent's publishes with it). Entries added while paging are read too
-   * (their ids dedupe them against live delivery).
-   */
-  async function entriesFrom(agentId: string, start: string, max: number, untilCut: boolean) {
-    const entries: Entry[] = [];
-    let from = start;
-    while (entries.length < max) {
-      const count = Math.min(REPLAY_PAGE, max - entries.length);
-      const page = await scripts.read(agentId, from, count, REPLAY_PAGE_BYTES);
-      entries.push(...page.entries);
-      const last = page.entries.at(-1);
-      if (page.complete || last === undefined) return { entries, complete: true };
-      // a page cut by bytes ends the call: the caller sends it before asking for more
-      if (untilCut && page.entries.length < count) return { entries, complete: false };
-      from = `(${last[0]}`;
-    }
-    return { entries, complete: false };
-  }
-
-  /** Everything after `afterId` when its entry is still in the stream, else everything. */
-  async function replayFrom(
-    agentId: string,
-    afterId: string | undefined,
-    maxBatches: number,
-    paged: boolean,
-  ) {
-    if (afterId !== undefined && isMessageId(afterId)) {
-      const { entryId, index } = splitMessageId(afterId);
-      // one read from that entry on: if its first entry is that one, the client resumes
-      const from = await entriesFrom(agentId, entryId, maxBatches + 1, paged);
-      const first = from.entries[0];
-      if (first?.[0] === entryId) {
-        const items = messagesOf(first);
-        if (index < itemCount(first)) {
-          const messages = [
-            // by item index, not position: items of deleted traces may be gone from the entry
-            ...items.filter((m) => splitMessageId(m.id).index > index),
-            ...from.entries.slice(1).flatMap(messagesOf),
-          ];
-          if (messages.length > 0 || from.complete)
-            return { messages, resumed: true, complete: from.complete };
-          // the page was that entry alone (cut by bytes) and it was all sent: go on after it
-          const after = await entriesFrom(agentId, `(${entryId}`, maxBatches, paged);
-          return {
-            messages: after.entries.flatMap(messagesOf),
-            resumed: true,
-            complete: after.complete,
-          };
-        }
-      }
-    }
-    const all = await entriesFrom(agentId, '-', maxBatches, paged);
-    return { messages: all.entries.flatMap(messagesOf), resumed: false, complete: all.complete };
-  }
-
-  const fieldsOf = (batch: PendingBatch) => batch.data.flatMap((d) => ['d', d]);
-
-  /** One batch to its agent's stream; a retry of a write that may have landed adds it once. */
-  async function write(batch: PendingBatch): Promise<string[]> {
-    let lane = inFlight.get(batch.agentId);
-    if (!lane) {
-      // a bulk connection still connecting would refuse it: the shared one takes it then
-      lane = { bulk: batch.bytes >= BULK_BATCH_BYTES && bulk.status === 'ready', writes: 0 };
-      inFlight.set(batch.agentId, lane);
-    }
-    lane.writes++;
-    try {
-      const id = await (lane.bulk ? bulkScripts : scripts).write(
-        batch.agentId,
-        batch.uncertain ? RETRY_LOOK_BACK : 0,
-        batch.token,
-        fieldsOf(batch),
-      );
-      return batch.data.map((_, index) => messageId(id, index));
-    } finally {
-      if (--lane.writes === 0) inFlight.delete(batch.agentId);
-    }
-  }
-
-  /** Keeps a batch for when Redis is back; what the budget gives up is lost to the streams. */
-  function hold(batch: PendingBatch): void {
-    if (closed) {
-      batch.reject(new Error('the live bus is closed'));
-      return;
-    }
-    for (const dropped of backlog.push(batch))
-      dropped.reject(
-        new BacklogOverflowError(
-          `live backlog over ${backlog.bytes} bytes while Redis is unreachable: batch dropped`,
-        ),
-      );
-    flushBacklog();
-  }
-
-  function retryFlushLater(): void {
-    if (flushTimer !== undefined || closed) return;
-    flushTimer = setTimeout(() => {
-      flushTimer = undefined;
-      flushBacklog();
-    }, flushRetryMs);
-    flushTimer.unref();
-    flushRetryMs = Math.min(flushRetryMs * 2, FLUSH_RETRY_MAX_MS);
-  }
-
-  /** A `resync` entry for an agent whose stream lost batches. */
-  async function announceGap(
-    agentId: string,
-    gap: { missedBatches: number; from: number; to: number },
-  ) {
-    const notice: ResyncNotice = {
-      message: RESYNC_MESSAGE,
-      missedBatches: gap.missedBatches,
-      from: new Date(gap.from).toISOString(),
-      to: new Date(gap.to).toISOString(),
-    };
-    // an entry like a batch's (with its twin), so it is counted, trimmed and delivered alike
-    await scripts.write(agentId, 0, randomBytes(12).toString('base64url'), [
-      'r',
-      JSON.stringify(notice),
-    ]);
-  }
-
-  /**
-   * Writes what waited for Redis, oldest first: first the `resync` notices of agents that lost
-   * batches, then the batches, a chunk at a time (sent together, so one round trip per chunk).
-   * Stops at the first lost connection or timeout and tries again when Redis is ready (or after
-   * a backoff, for a connection that stays open but does not answer).
-   */
-  function flushBacklog(): void {
-    if (flushing || closed || commands.status !== 'ready') return;
-    if (backlog.size === 0 && !backlog.hasGaps) return;
-    flushing = true;
-    (async () => {
-      while (!closed && commands.status === 'ready' && (backlog.size > 0 || backlog.hasGaps)) {
-        for (const [agentId, gap] of backlog.takeGaps())
-          try {
-            await announceGap(agentId, gap);
-          } catch (error) {
-            backlog.restoreGap(agentId, gap);
-            throw error;
-          }
-        const chunk = backlog.peek(FLUSH_CHUNK);
-        const written = await Promise.allSettled(chunk.map(write));
-        for (const [i, outcome] of written.entries()) {
-          const batch = chunk[i] as PendingBatch;
-          if (outcome.status === 'rejected' && !isReplyError(outcome.reason)) {
-            // This one and the rest of the chunk may have been written: retry them once.
-            for (const rest of chunk.slice(i)) rest.uncertain = true;
-            throw outcome.reason;
-          }
-          // false when its agent was forgotten while it was being written (already settled)
-          const owed = backlog.remove(batch);
-          if (outcome.status === 'fulfilled') batch.resolve(outcome.value);
-          else if (owed) {
-            // Redis refused it (out of memory, a key of the wrong type): it will not go later.
-            backlog.recordGap(batch);
-            batch.reject(outcome.reason as Error);
-          }
-        }
-      }
-      flushRetryMs = FLUSH_RETRY_MS;
-    })()
-      .catch((error: unknown) => {
-        onError(error);
-        retryFlushLater();
-      })
-      .finally(() => {
-        flushing = false;
-        // published while the last chunk was in flight; after a failure, the retry timer's
-        // (a write that fails at once would otherwise spin here)
-        if (flushTimer === undefined && (backlog.size > 0 || backlog.hasGaps)) flushBacklog();
-      });
-  }
-
   async function readEpoch(): Promise<string> {
     await commands.set(epochKey, String(Date.now()), 'NX');
     const value = await commands.get(epochKey);
@@ -675,41 +427,18 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
 
   return {
     engine: 'redis',
-    publish(agentId, data) {
-      if (data.length === 0) return Promise.resolve([]);
-      return new Promise<string[]>((resolve, reject) => {
-        const batch: PendingBatch = {
-          agentId,
-          data,
-          token: randomBytes(12).toString('base64url'),
-          seq: ++publishSeq,
-          bytes: data.reduce((sum, d) => sum + d.length * 2 + 64, 0),
-          publishedAt: Date.now(),
-          uncertain: false,
-          resolve,
-          reject,
-        };
-        // Behind batches still waiting, or while Redis is away: wait, in order.
-        if (closed || backlog.size > 0 || flushing || commands.status !== 'ready') {
-          hold(batch);
-          return;
-        }
-        write(batch).then(resolve, (error: unknown) => {
-          if (isReplyError(error)) return reject(error as Error);
-          onError(error);
-          batch.uncertain = true;
-          hold(batch);
-        });
-      });
-    },
+    publish: (agentId, data) => publisher.publish(agentId, data),
     // A replay that fails is its stream's failure, not the bus's: the stream warns its client
     // and asks again; other agents' streams are not told.
     async replay(agentId, afterId, maxBatches) {
       await rebuildOnce(agentId);
       if (maxBatches === undefined)
         // all of it: what is added meanwhile reaches subscribers live
-        return { ...(await replayFrom(agentId, afterId, bufferSize, false)), complete: true };
-      return await replayFrom(agentId, afterId, Math.min(maxBatches, bufferSize), true);
+        return {
+          ...(await replayFrom(scripts, agentId, afterId, bufferSize, false)),
+          complete: true,
+        };
+      return await replayFrom(scripts, agentId, afterId, Math.min(maxBatches, bufferSize), true);
     },
     async subscribe(agentId, listener) {
       // This subscription starts after the newest entry that exists now (everything up to it
@@ -758,15 +487,14 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       };
     },
     async forget(agentId) {
-      // Its batches still waiting were meant for streams that no longer exist: not a loss.
-      for (const batch of backlog.removeAgent(agentId)) batch.resolve([]);
+      publisher.forget(agentId);
       await scripts.forget(agentId);
     },
     async forgetTraces(agentId, traceIds, hint) {
       const gone = new Set(traceIds);
       const deleted = (data: string) => gone.has(itemTraceId(data) ?? '');
       // batches still waiting for Redis lose those items before they are written
-      for (const batch of backlog.shrink(agentId, (data) => !deleted(data))) batch.resolve([]);
+      publisher.shrink(agentId, (data) => !deleted(data));
       if (hint) {
         // an entry's id is the time it was written: every entry newer than the traces' last
         // batch means none of theirs is left (rebuilt entries have older ids: they are looked at)
@@ -796,7 +524,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
       if (drops.length > 0) await scripts.forgetItems(agentId, drops);
     },
     backlog() {
-      return { batches: backlog.size, bytes: backlog.bytes };
+      return publisher.waiting();
     },
     async ready(timeoutMs) {
       if (commands.status === 'ready') return true;
@@ -816,9 +544,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     async close() {
       if (closed) return;
       closed = true;
-      clearTimeout(flushTimer);
-      // Shutdown: what still waits for Redis is lost to the streams (the store has it).
-      for (const batch of backlog.clear()) batch.reject(new Error('the live bus is closed'));
+      publisher.close();
       wake?.();
       reader.disconnect();
       bulkReader.disconnect();

@@ -285,7 +285,12 @@ end
 return changed
 `;
 
-type Entry = [id: string, fields: string[]];
+/** An answer of Redis itself (the command ran and failed), not a lost connection or timeout. */
+export const isReplyError = (error: unknown): boolean =>
+  error instanceof Error && error.name === 'ReplyError';
+
+/** An entry of an agent's stream, as Redis answers it. */
+export type Entry = [id: string, fields: string[]];
 
 /** The bounds the scripts keep the bus within. */
 export interface BusBounds {
