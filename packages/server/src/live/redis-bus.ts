@@ -12,6 +12,7 @@ import {
 } from './live-bus.js';
 import type { ReplayHistory } from './replay-history.js';
 import { RedisPublisher } from './redis-publisher.js';
+import { ReplayRebuild } from './redis-replay-rebuild.js';
 import { defineLiveScripts, isReplyError, type Entry } from './redis-scripts.js';
 import { itemTraceId } from './item-trace-id.js';
 import { REPLAY_PAGE, messagesOf, replayFrom, twinBytes } from './redis-entries.js';
@@ -129,18 +130,17 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     options.backlogMaxBytes ?? 64 * 1024 * 1024,
     onError,
   );
-  /**
-   * The epoch of Redis's data: when this Redis first held Flightlog's streams. A Redis that
-   * restarted empty has none, and whoever notices first sets it to now; an agent's stream whose
-   * rebuild marker is of an older epoch may have lost batches stored before it.
-   */
-  let epoch: Promise<string> | undefined;
-  const epochKey = `${prefix}#epoch`;
-  const rebuildMarker = (agentId: string) => `${prefix}#rebuilt:${agentId}`;
   /** The tokens of an agent's newest writes (see redis-scripts.ts WRITE). */
   const tokensKey = (agentId: string) => `${prefix}#tokens:${agentId}`;
-  /** Rebuilds in flight on this instance, so concurrent replays of one agent share one. */
-  const rebuilding = new Map<string, Promise<void>>();
+  const rebuild = new ReplayRebuild({
+    commands,
+    scripts,
+    prefix,
+    history: options.history,
+    bufferSize,
+    ttlSeconds,
+    onError,
+  });
 
   const tokensPrefix = `${prefix}#tokens:`;
   const listeners = new Map<string, Set<Watcher>>();
@@ -219,8 +219,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
   // outage that is over.
   commands.on('ready', () => {
     setStatus('connected');
-    epoch = readEpoch();
-    epoch.catch(() => {}); // read again at the next replay
+    rebuild.connected();
     publisher.flushBacklog();
   });
 
@@ -362,58 +361,6 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     }
   }
 
-  async function readEpoch(): Promise<string> {
-    await commands.set(epochKey, String(Date.now()), 'NX');
-    const value = await commands.get(epochKey);
-    if (value === null) throw new Error('the live bus epoch vanished');
-    return value;
-  }
-
-  /**
-   * Rebuilds the agent's replay from the store when Redis may have lost its batches (its stream
-   * was not rebuilt in this epoch of Redis's data, and is not full): at most once per epoch, in
-   * front of what the stream holds.
-   */
-  async function rebuildIfLost(agentId: string): Promise<void> {
-    const history = options.history;
-    if (history === undefined) return;
-    epoch ??= readEpoch();
-    const current = await epoch.catch((error: unknown) => {
-      epoch = undefined;
-      throw error;
-    });
-    const [[, marker] = [], [, length] = []] =
-      (await commands.pipeline().get(rebuildMarker(agentId)).xlen(key(agentId)).exec()) ?? [];
-    if (marker === current || (length as number) >= bufferSize) return;
-    // Runs older than a stream lives would have left Redis with their stream anyway: an agent
-    // idle since long before Redis lost its data gets no rebuilt replay, as it would have had none.
-    const lostAt = Number(current);
-    const runs = await history(agentId, {
-      from: new Date(Math.min(lostAt, Date.now()) - ttlSeconds * 1000),
-      before: new Date(lostAt),
-    });
-    await scripts.rebuild(agentId, current, runs);
-  }
-
-  /**
-   * Concurrent replays of one agent share one rebuild. A rebuild that fails (the store, or Redis
-   * itself) costs the replay only what it would have added: it is tried again at the next one.
-   */
-  function rebuildOnce(agentId: string): Promise<void> {
-    let running = rebuilding.get(agentId);
-    if (!running) {
-      running = rebuildIfLost(agentId)
-        .catch((error: unknown) =>
-          onError(
-            new Error(`live replay of ${agentId} not rebuilt from the store`, { cause: error }),
-          ),
-        )
-        .finally(() => rebuilding.delete(agentId));
-      rebuilding.set(agentId, running);
-    }
-    return running;
-  }
-
   const loop = (async () => {
     while (!closed) {
       if ([...cursors.keys()].every((agentId) => bulkReads.has(agentId))) {
@@ -431,7 +378,7 @@ export function createRedisBus(options: RedisBusOptions): LiveBus {
     // A replay that fails is its stream's failure, not the bus's: the stream warns its client
     // and asks again; other agents' streams are not told.
     async replay(agentId, afterId, maxBatches) {
-      await rebuildOnce(agentId);
+      await rebuild.rebuildOnce(agentId);
       if (maxBatches === undefined)
         // all of it: what is added meanwhile reaches subscribers live
         return {
