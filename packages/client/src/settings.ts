@@ -169,25 +169,58 @@ function isLogger(value: unknown): value is FlightlogLogger {
   );
 }
 
+/** How a numeric setting is checked. */
+interface NumberRule {
+  fallback: number;
+  min: number;
+  max: number;
+  /** Whole numbers only (default true). */
+  integer?: boolean;
+  /**
+   * A delay: past its maximum, `Infinity` included, it is reported and clamped to the maximum:
+   * whoever asks for a very long interval wants a long one, and a timer given more than
+   * 2^31 − 1 ms would fire after 1 ms instead, in a loop.
+   */
+  delay?: boolean;
+}
+
+const MIB = 1024 * 1024;
+
+/** The numeric settings and their ranges. */
+const NUMBER_RULES = {
+  flushIntervalMs: {
+    fallback: DEFAULTS.flushIntervalMs,
+    min: 1,
+    max: 3_600_000,
+    integer: false,
+    delay: true,
+  },
+  maxBufferBytes: { fallback: DEFAULTS.maxBufferBytes, min: 1_024, max: 64 * MIB },
+  maxBacklogBytes: { fallback: DEFAULTS.maxBacklogBytes, min: 0, max: 1024 * MIB },
+  requestTimeoutMs: { fallback: DEFAULTS.requestTimeoutMs, min: 1, max: 600_000, delay: true },
+  flushTimeoutMs: { fallback: DEFAULTS.flushTimeoutMs, min: 0, max: 3_600_000, delay: true },
+  maxEventBytes: { fallback: DEFAULTS.maxEventBytes, min: 1_024, max: 64 * MIB },
+  'retry.initialDelayMs': {
+    fallback: DEFAULTS.retry.initialDelayMs,
+    min: 1,
+    max: 600_000,
+    delay: true,
+  },
+  'retry.maxDelayMs': { fallback: DEFAULTS.retry.maxDelayMs, min: 1, max: 3_600_000, delay: true },
+  'retry.maxAttempts': { fallback: DEFAULTS.retry.maxAttempts, min: 1, max: 1_000 },
+} satisfies Record<string, NumberRule>;
+
 /**
- * A numeric setting: `fallback` when absent; checked against [min, max] (and wholeness when
- * `integer`). A wrong value is reported and replaced by `fallback`, except that a delay (`delay`)
- * past its maximum, `Infinity` included, is reported and clamped to the maximum: whoever asks for
- * a very long interval wants a long one, and a timer given more than 2^31 − 1 ms would fire
- * after 1 ms instead, in a loop.
+ * A numeric setting: its fallback when absent; checked against its range (and wholeness). A
+ * wrong value is reported and replaced by the fallback, except a delay past its maximum (see
+ * NumberRule.delay).
  */
-function number(
-  warnings: string[],
-  name: string,
-  value: unknown,
-  fallback: number,
-  min: number,
-  max: number,
-  integer = true,
-  delay = false,
-): number {
+function number(warnings: string[], name: keyof typeof NUMBER_RULES, value: unknown): number {
+  const rule: NumberRule = NUMBER_RULES[name];
+  const { fallback, min, max } = rule;
+  const integer = rule.integer ?? true;
   if (value === undefined) return fallback;
-  if (delay && typeof value === 'number' && value > max) {
+  if (rule.delay === true && typeof value === 'number' && value > max) {
     warnings.push(`${name} must be at most ${max}; got ${describe(value)}, using ${max}`);
     return max;
   }
@@ -249,32 +282,19 @@ function apiKeyProblem(apiKey: string): string | undefined {
   return undefined;
 }
 
-/**
- * Applies defaults and checks every setting. Never throws: `settings` may be anything a
- * JavaScript caller passes. Returns the warnings to report (each once).
- */
-export function resolveSettings(input: unknown): SettingsResolution {
-  const warnings: string[] = [];
-  const raw: Record<string, unknown> =
-    typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : {};
-  if (raw !== input) warnings.push('settings must be an object; the client is disabled');
+/** The logger setting, or the console's (with a warning when the given one is unusable). */
+function resolveLogger(value: unknown, warnings: string[]): FlightlogLogger {
+  if (value === undefined) return createConsoleLogger();
+  if (isLogger(value)) return value;
+  warnings.push('logger must have a warn(message, context) method; using console.warn');
+  return createConsoleLogger();
+}
 
-  let logger: FlightlogLogger;
-  if (raw.logger === undefined) logger = createConsoleLogger();
-  else if (isLogger(raw.logger)) logger = raw.logger;
-  else {
-    logger = createConsoleLogger();
-    warnings.push('logger must have a warn(message, context) method; using console.warn');
-  }
-  if (raw !== input) return { kind: 'disabled', logger, warnings };
-
-  for (const key of Object.keys(raw))
-    if (!KNOWN.has(key)) warnings.push(`unknown setting "${key}" is ignored`);
-
-  if (raw.enabled !== undefined && typeof raw.enabled !== 'boolean')
-    warnings.push(`enabled must be a boolean; got ${describe(raw.enabled)}, using true`);
-  if (raw.enabled === false) return { kind: 'disabled', logger, warnings };
-
+/** Where and with which key the client sends; undefined (with a warning) disables it. */
+function resolveConnection(
+  raw: Record<string, unknown>,
+  warnings: string[],
+): { apiKey: string; ingestUrl: string } | undefined {
   const apiKey = raw.apiKey;
   if (typeof apiKey !== 'string' || apiKey.trim() === '') {
     warnings.push(
@@ -282,26 +302,29 @@ export function resolveSettings(input: unknown): SettingsResolution {
         ? 'apiKey is empty; the client is disabled and sends nothing'
         : 'apiKey is missing; the client is disabled and sends nothing',
     );
-    return { kind: 'disabled', logger, warnings };
+    return undefined;
   }
   const keyProblem = apiKeyProblem(apiKey);
   if (keyProblem !== undefined) {
     warnings.push(`apiKey ${keyProblem}; the client is disabled and sends nothing`);
-    return { kind: 'disabled', logger, warnings };
+    return undefined;
   }
-
-  let ingestUrl: string = DEFAULTS.ingestUrl;
-  if (raw.ingestUrl !== undefined) {
-    const resolved = typeof raw.ingestUrl === 'string' ? baseUrl(raw.ingestUrl) : undefined;
-    if (resolved === undefined) {
-      warnings.push(
-        `ingestUrl must be an http(s) URL without query or credentials; got ${describe(raw.ingestUrl, 200, redactAddress)}; the client is disabled`,
-      );
-      return { kind: 'disabled', logger, warnings };
-    }
-    ingestUrl = resolved;
+  if (raw.ingestUrl === undefined) return { apiKey, ingestUrl: DEFAULTS.ingestUrl };
+  const ingestUrl = typeof raw.ingestUrl === 'string' ? baseUrl(raw.ingestUrl) : undefined;
+  if (ingestUrl === undefined) {
+    warnings.push(
+      `ingestUrl must be an http(s) URL without query or credentials; got ${describe(raw.ingestUrl, 200, redactAddress)}; the client is disabled`,
+    );
+    return undefined;
   }
+  return { apiKey, ingestUrl };
+}
 
+/** Who the traces are from: the agent, its verification token, its environment. */
+function resolveIdentity(
+  raw: Record<string, unknown>,
+  warnings: string[],
+): Pick<ResolvedSettings, 'agentId' | 'agentIdSet' | 'verifyToken' | 'environment'> {
   let agentId: string = DEFAULTS.agentId;
   let agentIdSet = false;
   if (raw.agentId !== undefined) {
@@ -334,122 +357,69 @@ export function resolveSettings(input: unknown): SettingsResolution {
         `environment must be "devnet" or "mainnet"; got ${describe(raw.environment)}, not sent`,
       );
   }
+  return { agentId, agentIdSet, verifyToken, environment };
+}
+
+/** The retry schedule (its maximum delay never under its first). */
+function resolveRetry(value: unknown, warnings: string[]): Required<RetrySettings> {
+  const retry: Record<string, unknown> =
+    typeof value === 'object' && value !== null ? (value as Record<string, unknown>) : {};
+  if (value !== undefined && retry !== value)
+    warnings.push('retry must be an object; using the default schedule');
+  const initialDelayMs = number(warnings, 'retry.initialDelayMs', retry.initialDelayMs);
+  return {
+    initialDelayMs,
+    maxDelayMs: Math.max(initialDelayMs, number(warnings, 'retry.maxDelayMs', retry.maxDelayMs)),
+    maxAttempts: number(warnings, 'retry.maxAttempts', retry.maxAttempts),
+  };
+}
+
+/**
+ * Applies defaults and checks every setting. Never throws: `settings` may be anything a
+ * JavaScript caller passes. Returns the warnings to report (each once).
+ */
+export function resolveSettings(input: unknown): SettingsResolution {
+  const warnings: string[] = [];
+  const raw: Record<string, unknown> =
+    typeof input === 'object' && input !== null ? (input as Record<string, unknown>) : {};
+  if (raw !== input) warnings.push('settings must be an object; the client is disabled');
+  const logger = resolveLogger(raw.logger, warnings);
+  if (raw !== input) return { kind: 'disabled', logger, warnings };
+
+  for (const key of Object.keys(raw))
+    if (!KNOWN.has(key)) warnings.push(`unknown setting "${key}" is ignored`);
+
+  if (raw.enabled !== undefined && typeof raw.enabled !== 'boolean')
+    warnings.push(`enabled must be a boolean; got ${describe(raw.enabled)}, using true`);
+  if (raw.enabled === false) return { kind: 'disabled', logger, warnings };
+
+  const connection = resolveConnection(raw, warnings);
+  if (connection === undefined) return { kind: 'disabled', logger, warnings };
+  const identity = resolveIdentity(raw, warnings);
 
   if (raw.flushOnExit !== undefined && typeof raw.flushOnExit !== 'boolean')
     warnings.push(`flushOnExit must be a boolean; got ${describe(raw.flushOnExit)}, using true`);
-
-  const flushIntervalMs = number(
-    warnings,
-    'flushIntervalMs',
-    raw.flushIntervalMs,
-    DEFAULTS.flushIntervalMs,
-    1,
-    3_600_000,
-    false,
-    true,
-  );
-  const maxBufferBytes = number(
-    warnings,
-    'maxBufferBytes',
-    raw.maxBufferBytes,
-    DEFAULTS.maxBufferBytes,
-    1_024,
-    64 * 1024 * 1024,
-  );
+  const flushIntervalMs = number(warnings, 'flushIntervalMs', raw.flushIntervalMs);
+  const maxBufferBytes = number(warnings, 'maxBufferBytes', raw.maxBufferBytes);
   const maxBacklogBytes = Math.max(
     maxBufferBytes,
-    number(
-      warnings,
-      'maxBacklogBytes',
-      raw.maxBacklogBytes,
-      DEFAULTS.maxBacklogBytes,
-      0,
-      1024 * 1024 * 1024,
-    ),
+    number(warnings, 'maxBacklogBytes', raw.maxBacklogBytes),
   );
-  const retryRaw: Record<string, unknown> =
-    typeof raw.retry === 'object' && raw.retry !== null
-      ? (raw.retry as Record<string, unknown>)
-      : {};
-  if (raw.retry !== undefined && retryRaw !== raw.retry)
-    warnings.push('retry must be an object; using the default schedule');
-  const initialDelayMs = number(
-    warnings,
-    'retry.initialDelayMs',
-    retryRaw.initialDelayMs,
-    DEFAULTS.retry.initialDelayMs,
-    1,
-    600_000,
-    true,
-    true,
-  );
-  const maxDelayMs = Math.max(
-    initialDelayMs,
-    number(
-      warnings,
-      'retry.maxDelayMs',
-      retryRaw.maxDelayMs,
-      DEFAULTS.retry.maxDelayMs,
-      1,
-      3_600_000,
-      true,
-      true,
-    ),
-  );
+  const retry = resolveRetry(raw.retry, warnings);
   return {
     kind: 'enabled',
     warnings,
     settings: {
-      apiKey,
-      agentId,
-      agentIdSet,
-      verifyToken,
-      ingestUrl,
-      environment,
+      ...connection,
+      ...identity,
       flushIntervalMs,
       maxBufferBytes,
       logger,
-      requestTimeoutMs: number(
-        warnings,
-        'requestTimeoutMs',
-        raw.requestTimeoutMs,
-        DEFAULTS.requestTimeoutMs,
-        1,
-        600_000,
-        true,
-        true,
-      ),
-      flushTimeoutMs: number(
-        warnings,
-        'flushTimeoutMs',
-        raw.flushTimeoutMs,
-        DEFAULTS.flushTimeoutMs,
-        0,
-        3_600_000,
-        true,
-        true,
-      ),
+      requestTimeoutMs: number(warnings, 'requestTimeoutMs', raw.requestTimeoutMs),
+      flushTimeoutMs: number(warnings, 'flushTimeoutMs', raw.flushTimeoutMs),
       maxBacklogBytes,
-      maxEventBytes: number(
-        warnings,
-        'maxEventBytes',
-        raw.maxEventBytes,
-        DEFAULTS.maxEventBytes,
-        1_024,
-        64 * 1024 * 1024,
-      ),
-      retry: {
-        initialDelayMs,
-        maxDelayMs,
-        maxAttempts: number(
-          warnings,
-          'retry.maxAttempts',
-          retryRaw.maxAttempts,
-          DEFAULTS.retry.maxAttempts,
-          1,
-          1_000,
-        ),
-      },
+      maxEventBytes: number(warnings, 'maxEventBytes', raw.maxEventBytes),
+      retry,
       flushOnExit: raw.flushOnExit !== false,
     },
   };
