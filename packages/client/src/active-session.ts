@@ -155,6 +155,52 @@ function timesProblem(times: ResolvedFields): string | undefined {
   return undefined;
 }
 
+/** What an event adds to its trace's totals. */
+interface EventTotals {
+  tokens: number;
+  cost: number;
+  lamports: string;
+  toolName: string;
+}
+
+/** The totals of an event of a type that adds none of them (only to the count). */
+const NO_TOTALS: EventTotals = Object.freeze({ tokens: 0, cost: 0, lamports: '0', toolName: '' });
+
+/**
+ * What an event adds to the totals, or why it is refused. Read a second time (the schema check
+ * read them first): a getter may answer differently, and a total of the wrong type would make
+ * every later snapshot of the trace unsendable.
+ */
+function totalsOf(type: EventType, payload: object): EventTotals | string {
+  switch (type) {
+    case 'llm_call': {
+      const p = payload as LlmCallPayload;
+      const tokens = p.usage.totalTokens;
+      const cost = p.costUsd;
+      if (typeof tokens !== 'number' || !(tokens >= 0) || typeof cost !== 'number')
+        return 'payload changed while it was read (usage or costUsd)';
+      return { ...NO_TOTALS, tokens, cost };
+    }
+    case 'chain_tx': {
+      // A decimal string of any size (summed exactly, with BigInt past 2^53), or a number
+      // while it is exact: a whole number from 0 to 2^53 − 1, counted by its decimal text.
+      const raw: unknown = (payload as ChainTxPayload).lamports;
+      if (typeof raw === 'number' && Number.isSafeInteger(raw) && raw >= 0)
+        return { ...NO_TOTALS, lamports: String(raw) };
+      if (typeof raw === 'string' && raw.length <= 80 && LAMPORTS.test(raw))
+        return { ...NO_TOTALS, lamports: raw };
+      return 'payload changed while it was read (lamports)';
+    }
+    case 'tool_call': {
+      const toolName = (payload as ToolCallPayload).name;
+      if (typeof toolName !== 'string') return 'payload changed while it was read (name)';
+      return { ...NO_TOTALS, toolName };
+    }
+    default:
+      return NO_TOTALS;
+  }
+}
+
 /**
  * One step opened by an instrumentation (a class: one is made per SDK call). Its start is taken
  * when it is made; `end` records it at once, the first time only.
@@ -468,156 +514,148 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       return false;
     }
     let event: RecordedEvent;
-    // What the totals take from the payload, read (and re-checked) before any of them changes.
-    let tokens = 0;
-    let cost = 0;
-    let lamports = '0';
-    let toolName = '';
+    let totals: EventTotals;
     try {
       if (typeof payload !== 'object' || payload === null || !isPayloadOf(type, payload))
         return this.refuse(
           type,
           `payload is not a valid ${type} payload: ${payloadProblem(type, payload)}`,
         );
-      // Read now, not at flush time: what is sent is the payload as it is at this call, whatever
-      // the host does with its object afterwards (reuse it, change it, put a BigInt in it). The
-      // walk copies it into a JSON-ready tree (cheaper than serialising here; the text is made at
-      // flush time, from the copy) and refuses what JSON or the service cannot take.
-      let snapshot: PayloadSnapshot | number;
-      try {
-        // A payload the instrumentation built is its own already: measured, not copied.
-        if (own) {
-          const measured = measureOwnPayload(payload, this.host.maxEventBytes);
-          snapshot = measured >= 0 ? { value: payload, bytes: measured } : measured;
-        } else snapshot = snapshotPayload(payload, this.host.maxEventBytes);
-      } catch (error) {
-        return this.refuse(type, `payload cannot be serialised: ${errorText(error, 200)}`);
-      }
-      if (snapshot === TOO_DEEP)
-        return this.refuse(type, 'payload nests deeper than 64 levels (or refers to itself)');
-      if (snapshot === HOLDS_BIGINT)
-        return this.refuse(type, 'payload holds a BigInt value (convert it to a string)');
-      if (snapshot === NOT_AN_OBJECT)
-        return this.refuse(type, 'payload does not serialise to a JSON object (check its toJSON)');
-      let body: object;
-      let plainBytes: number;
-      if (typeof snapshot === 'number') {
-        this.host.warnings.throttled(
-          'event-too-large',
-          WARN_INTERVAL_MS,
-          `a ${type} payload is larger than maxEventBytes (${this.host.maxEventBytes}); it is replaced by a truncation marker`,
-          { traceId: this.traceId, eventId: id },
-        );
-        body = {
-          truncated: true,
-          reason: `larger than maxEventBytes (${this.host.maxEventBytes})`,
-        };
-        plainBytes = 100;
-      } else {
-        body = snapshot.value;
-        plainBytes = snapshot.bytes;
-      }
-
-      const eventBytes =
-        EVENT_OVERHEAD + this.traceId.length + sealedBytes(plainBytes, this.host.sealing);
-      if (times !== undefined) {
-        // A step an instrumentation timed: numbers from its clocks, checked like given dates.
-        const problem = timesProblem(times);
-        if (problem !== undefined) return this.refuse(type, problem);
-        event = {
-          id,
-          traceId: this.traceId,
-          sequence,
-          type,
-          startedAtMs: times.startedAtMs,
-          endedAtMs: times.endedAtMs,
-          durationMs: times.durationMs,
-          status: times.status,
-          errorMessage: times.errorMessage,
-          parentEventId: times.parentEventId,
-          payload: body,
-          payloadBytes: plainBytes,
-          bytes: eventBytes + (times.errorMessage?.length ?? 0),
-        };
-      } else if (fields === undefined) {
-        // The common case, kept free of intermediate objects: an instant, ok, top level. The
-        // host's clock is checked too (a mocked Date.now can be anything).
-        if (!inRange(now))
-          return this.refuse(type, `the clock (Date.now()) is outside the ${RANGE}`);
-        event = {
-          id,
-          traceId: this.traceId,
-          sequence,
-          type,
-          startedAtMs: now,
-          endedAtMs: now,
-          durationMs: 0,
-          status: 'ok',
-          errorMessage: null,
-          parentEventId: null,
-          payload: body,
-          payloadBytes: plainBytes,
-          bytes: eventBytes,
-        };
-      } else {
-        const resolved = resolveFields(fields, now);
-        if (typeof resolved === 'string') return this.refuse(type, resolved);
-        event = {
-          id,
-          traceId: this.traceId,
-          sequence,
-          type,
-          startedAtMs: resolved.startedAtMs,
-          endedAtMs: resolved.endedAtMs,
-          durationMs: resolved.durationMs,
-          status: resolved.status,
-          errorMessage: resolved.errorMessage,
-          parentEventId: resolved.parentEventId,
-          payload: body,
-          payloadBytes: plainBytes,
-          bytes: eventBytes + (resolved.errorMessage?.length ?? 0),
-        };
-      }
-
-      // Read a second time (the schema check read them first): a getter may answer differently,
-      // and a total of the wrong type would make every later snapshot of the trace unsendable.
-      switch (type) {
-        case 'llm_call': {
-          const p = payload as LlmCallPayload;
-          tokens = p.usage.totalTokens;
-          cost = p.costUsd;
-          if (typeof tokens !== 'number' || !(tokens >= 0) || typeof cost !== 'number')
-            return this.refuse(type, 'payload changed while it was read (usage or costUsd)');
-          break;
-        }
-        case 'chain_tx': {
-          // A decimal string of any size (summed exactly, with BigInt past 2^53), or a number
-          // while it is exact: a whole number from 0 to 2^53 − 1, counted by its decimal text.
-          const raw: unknown = (payload as ChainTxPayload).lamports;
-          if (typeof raw === 'number' && Number.isSafeInteger(raw) && raw >= 0)
-            lamports = String(raw);
-          else if (typeof raw === 'string' && raw.length <= 80 && LAMPORTS.test(raw))
-            lamports = raw;
-          else return this.refuse(type, 'payload changed while it was read (lamports)');
-          break;
-        }
-        case 'tool_call':
-          toolName = (payload as ToolCallPayload).name;
-          if (typeof toolName !== 'string')
-            return this.refuse(type, 'payload changed while it was read (name)');
-          break;
-        default:
-      }
+      const recorded = this.recordedPayload(type, payload, id, own);
+      if (typeof recorded === 'string') return this.refuse(type, recorded);
+      const made = this.eventOf(type, recorded, id, sequence, now, fields, times);
+      if (typeof made === 'string') return this.refuse(type, made);
+      event = made;
+      const read = totalsOf(type, payload);
+      if (typeof read === 'string') return this.refuse(type, read);
+      totals = read;
     } catch (error) {
       return this.refuse(type, `reading the payload or its fields threw: ${errorText(error, 200)}`);
     }
+    this.aggregate(type, totals);
+    this.host.accept(this, event);
+    return true;
+  }
 
+  /**
+   * The payload as it is recorded, read now, not at flush time: what is sent is the payload as
+   * it is at this call, whatever the host does with its object afterwards (reuse it, change it,
+   * put a BigInt in it). The walk copies it into a JSON-ready tree (cheaper than serialising
+   * here; the text is made at flush time, from the copy) and refuses what JSON or the service
+   * cannot take: why, as a string. A payload over maxEventBytes becomes a truncation marker.
+   */
+  private recordedPayload(
+    type: EventType,
+    payload: object,
+    id: string,
+    own: boolean,
+  ): PayloadSnapshot | string {
+    let snapshot: PayloadSnapshot | number;
+    try {
+      // A payload the instrumentation built is its own already: measured, not copied.
+      if (own) {
+        const measured = measureOwnPayload(payload, this.host.maxEventBytes);
+        snapshot = measured >= 0 ? { value: payload, bytes: measured } : measured;
+      } else snapshot = snapshotPayload(payload, this.host.maxEventBytes);
+    } catch (error) {
+      return `payload cannot be serialised: ${errorText(error, 200)}`;
+    }
+    if (snapshot === TOO_DEEP) return 'payload nests deeper than 64 levels (or refers to itself)';
+    if (snapshot === HOLDS_BIGINT) return 'payload holds a BigInt value (convert it to a string)';
+    if (snapshot === NOT_AN_OBJECT)
+      return 'payload does not serialise to a JSON object (check its toJSON)';
+    if (typeof snapshot !== 'number') return snapshot;
+    this.host.warnings.throttled(
+      'event-too-large',
+      WARN_INTERVAL_MS,
+      `a ${type} payload is larger than maxEventBytes (${this.host.maxEventBytes}); it is replaced by a truncation marker`,
+      { traceId: this.traceId, eventId: id },
+    );
+    return {
+      value: { truncated: true, reason: `larger than maxEventBytes (${this.host.maxEventBytes})` },
+      bytes: 100,
+    };
+  }
+
+  /** The event with its times: an instrumentation's, the caller's fields, or an instant now. */
+  private eventOf(
+    type: EventType,
+    payload: PayloadSnapshot,
+    id: string,
+    sequence: number,
+    now: number,
+    fields: EventFields | undefined,
+    times: ResolvedFields | undefined,
+  ): RecordedEvent | string {
+    const eventBytes =
+      EVENT_OVERHEAD + this.traceId.length + sealedBytes(payload.bytes, this.host.sealing);
+    if (times !== undefined) {
+      // A step an instrumentation timed: numbers from its clocks, checked like given dates.
+      const problem = timesProblem(times);
+      if (problem !== undefined) return problem;
+      return {
+        id,
+        traceId: this.traceId,
+        sequence,
+        type,
+        startedAtMs: times.startedAtMs,
+        endedAtMs: times.endedAtMs,
+        durationMs: times.durationMs,
+        status: times.status,
+        errorMessage: times.errorMessage,
+        parentEventId: times.parentEventId,
+        payload: payload.value,
+        payloadBytes: payload.bytes,
+        bytes: eventBytes + (times.errorMessage?.length ?? 0),
+      };
+    }
+    if (fields === undefined) {
+      // The common case, kept free of intermediate objects: an instant, ok, top level. The
+      // host's clock is checked too (a mocked Date.now can be anything).
+      if (!inRange(now)) return `the clock (Date.now()) is outside the ${RANGE}`;
+      return {
+        id,
+        traceId: this.traceId,
+        sequence,
+        type,
+        startedAtMs: now,
+        endedAtMs: now,
+        durationMs: 0,
+        status: 'ok',
+        errorMessage: null,
+        parentEventId: null,
+        payload: payload.value,
+        payloadBytes: payload.bytes,
+        bytes: eventBytes,
+      };
+    }
+    const resolved = resolveFields(fields, now);
+    if (typeof resolved === 'string') return resolved;
+    return {
+      id,
+      traceId: this.traceId,
+      sequence,
+      type,
+      startedAtMs: resolved.startedAtMs,
+      endedAtMs: resolved.endedAtMs,
+      durationMs: resolved.durationMs,
+      status: resolved.status,
+      errorMessage: resolved.errorMessage,
+      parentEventId: resolved.parentEventId,
+      payload: payload.value,
+      payloadBytes: payload.bytes,
+      bytes: eventBytes + (resolved.errorMessage?.length ?? 0),
+    };
+  }
+
+  /** Adds an accepted event's totals to the trace's. */
+  private aggregate(type: EventType, totals: EventTotals): void {
     switch (type) {
       case 'llm_call':
-        this.aggregates.addLlmCall(tokens, cost);
+        this.aggregates.addLlmCall(totals.tokens, totals.cost);
         break;
       case 'chain_tx':
-        if (this.aggregates.addChainTx(lamports))
+        if (this.aggregates.addChainTx(totals.lamports))
           this.host.warnings.throttled(
             'lamports-cap',
             WARN_INTERVAL_MS,
@@ -626,13 +664,11 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
           );
         break;
       case 'tool_call':
-        this.aggregates.addToolCall(toolName);
+        this.aggregates.addToolCall(totals.toolName);
         break;
       default:
         this.aggregates.addOther();
     }
-    this.host.accept(this, event);
-    return true;
   }
 
   private refuse(type: EventType, reason: string): false {
