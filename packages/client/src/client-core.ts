@@ -1,5 +1,5 @@
-import { TEXT_MAX_LENGTH, isIdentifier, type CompleteTraceBody } from '@flightlog/protocol';
-import { ActiveSession, type SessionHost, type TraceIdentity } from './active-session.js';
+import { isIdentifier, type CompleteTraceBody } from '@flightlog/protocol';
+import { ActiveSession, type SessionHost } from './active-session.js';
 import { BatchExporter } from './batch-exporter.js';
 import { emptyCounters, type ClientCounters, type ClientStats } from './client-stats.js';
 import { EventBuffer } from './event-buffer.js';
@@ -13,7 +13,6 @@ import {
 } from './client-registry.js';
 import { HttpTransport, type Transport } from './http-transport.js';
 import { UlidFactory } from './ids.js';
-import { INSTANT_RANGE, dateMs } from './instants.js';
 import type { WarningChannel } from './logger.js';
 import { parseMasterKey } from './payload-cipher.js';
 import { completeBodyProblem } from './payload-checks.js';
@@ -22,9 +21,9 @@ import type { RecordedEvent, SnapshotSource } from './recorded-event.js';
 import { NoopSession } from './noop-session.js';
 import { holdProcess } from './process-hold.js';
 import { RetryingTransport } from './retrying-transport.js';
-import type { FlightlogSession, SessionOptions } from './session-types.js';
+import { completeBodyFrom, sessionIdentityFrom } from './session-options.js';
+import type { FlightlogSession } from './session-types.js';
 import type { ResolvedSettings } from './settings.js';
-import { errorText, isStorableText, storableText } from './storable-text.js';
 import { timerDelay } from './timer-delay.js';
 
 /** How a `flush()` or `close()` ended. */
@@ -76,8 +75,6 @@ export interface ClientDependencies {
  */
 export type PayloadMode = 'plain' | 'encrypted' | 'withheld';
 
-const TAG_MAX = 256;
-const MAX_TAGS = 256;
 const USER_AGENT = `flightlog-client/0.1.0 node/${process.version}`;
 
 function settleWithin(work: Promise<void>, timeoutMs: number): Promise<FlushResult> {
@@ -93,17 +90,6 @@ function settleWithin(work: Promise<void>, timeoutMs: number): Promise<FlushResu
 }
 
 /** Reads one property of a host object; a getter that throws gives `failed` instead. */
-function readProperty(
-  object: object,
-  key: string,
-): { ok: true; value: unknown } | { ok: false; error: unknown } {
-  try {
-    return { ok: true, value: (object as Record<string, unknown>)[key] };
-  } catch (error) {
-    return { ok: false, error };
-  }
-}
-
 /**
  * The enabled client's machinery: the buffer, the exporter, the flush timer, the sessions'
  * host. FlightlogClient wraps it so that nothing here can throw into the host.
@@ -193,7 +179,12 @@ export class ClientCore implements SessionHost, RegisteredClient {
   }
 
   startSession(options: unknown): FlightlogSession {
-    const identity = this.identityFrom(options);
+    const identity = sessionIdentityFrom(
+      options,
+      { agentId: this.settings.agentId, environment: this.settings.environment, ids: this.ids },
+      (message) =>
+        this.warnings.throttled(`session-option:${message}`, 10_000, `startSession: ${message}`),
+    );
     if (this.closing) {
       this.warnings.once(
         'session-after-close',
@@ -279,7 +270,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
     if (this.closing) return { kind: 'failed', status: null, detail: 'the client is closed' };
     if (typeof traceId !== 'string' || !isIdentifier(traceId))
       return { kind: 'failed', status: null, detail: 'traceId is not a trace id' };
-    const body = this.completeBody(options);
+    const body = completeBodyFrom(options);
     const problem = completeBodyProblem(body);
     if (problem !== null)
       return { kind: 'failed', status: null, detail: `invalid completeTrace body: ${problem}` };
@@ -413,130 +404,5 @@ export class ClientCore implements SessionHost, RegisteredClient {
     const bytes = this.buffer.bytes;
     const items = this.buffer.drain();
     if (items.length > 0) void this.exporter.enqueue(items, bytes);
-  }
-
-  private completeBody(options: unknown): Record<string, unknown> {
-    if (options === undefined || options === null) return {};
-    if (typeof options !== 'object') return { invalid: options };
-    let body: Record<string, unknown>;
-    try {
-      body = { ...(options as Record<string, unknown>) };
-    } catch (error) {
-      // A getter that throws: the body is refused like any other invalid one.
-      return { unreadable: errorText(error, 200) };
-    }
-    if (typeof body.endedAt === 'object' && body.endedAt !== null) {
-      // A Date the service cannot store (or a Proxy, or a subclass's odd getTime) is sent as text
-      // the service refuses, so the call fails with its 400 instead of throwing here.
-      const ms = dateMs(body.endedAt);
-      body.endedAt = ms === undefined ? 'invalid date' : new Date(ms).toISOString();
-    }
-    for (const key of ['outputSummary', 'errorMessage'])
-      if (typeof body[key] === 'string')
-        body[key] = storableText(body[key] as string, TEXT_MAX_LENGTH);
-    return body;
-  }
-
-  /**
-   * Checks the session options; anything unusable is reported and replaced by its default. Each
-   * option is read once, and a getter that throws counts as an unusable value, so options the host
-   * built oddly cost a warning, never the session.
-   */
-  private identityFrom(input: unknown): TraceIdentity {
-    const warn = (message: string) =>
-      this.warnings.throttled(`session-option:${message}`, 10_000, `startSession: ${message}`);
-    const isObject = typeof input === 'object' && input !== null;
-    if (!isObject) warn('options must be an object');
-    const read = (key: keyof SessionOptions): unknown => {
-      if (!isObject) return undefined;
-      const outcome = readProperty(input, key);
-      if (outcome.ok) return outcome.value;
-      warn(`reading ${key} threw (${errorText(outcome.error, 200)}); it is ignored`);
-      return undefined;
-    };
-    const options = {
-      traceId: read('traceId'),
-      inputSummary: read('inputSummary'),
-      agentId: read('agentId'),
-      startedAt: read('startedAt'),
-      tags: read('tags'),
-    };
-
-    let traceId: string;
-    if (typeof options.traceId === 'string' && isIdentifier(options.traceId))
-      traceId = options.traceId;
-    else {
-      if (options.traceId !== undefined)
-        warn('traceId must be 1–128 characters of A–Z a–z 0–9 . _ : ~ -; a ULID is used');
-      traceId = this.ids.next();
-    }
-
-    let inputSummary: string;
-    if (typeof options.inputSummary === 'string') {
-      inputSummary = storableText(options.inputSummary, TEXT_MAX_LENGTH);
-      if (options.inputSummary.length > TEXT_MAX_LENGTH)
-        warn('inputSummary is cut to 65,536 UTF-16 code units');
-    } else {
-      warn('inputSummary is required');
-      inputSummary = '(no inputSummary)';
-    }
-
-    let agentId = this.settings.agentId;
-    if (options.agentId !== undefined) {
-      if (isStorableText(options.agentId, 128)) agentId = options.agentId;
-      else warn(`agentId must be 1–128 characters of text; "${agentId}" is used`);
-    }
-
-    let startedAtMs = Date.now();
-    if (options.startedAt !== undefined) {
-      const ms = dateMs(options.startedAt);
-      if (ms !== undefined) startedAtMs = ms;
-      else warn(`startedAt must be a valid Date (${INSTANT_RANGE}); now is used`);
-    }
-
-    return { traceId, agentId, inputSummary, tags: this.tagsFrom(options.tags, warn), startedAtMs };
-  }
-
-  /**
-   * The trace's tags: `env:<environment>` first when set, then the host's, cleaned, de-duplicated
-   * (a Set: linear, whatever the host passes) and capped at 256 — the walk stops at the first tag
-   * past the cap, so a huge array costs no more than its first few hundred distinct tags.
-   */
-  private tagsFrom(input: unknown, warn: (message: string) => void): string[] {
-    const tags: string[] = [];
-    const seen = new Set<string>();
-    if (this.settings.environment !== undefined) {
-      const env = `env:${this.settings.environment}`;
-      tags.push(env);
-      seen.add(env);
-    }
-    if (input === undefined) return tags;
-    if (!Array.isArray(input)) {
-      warn('tags must be an array of strings');
-      return tags;
-    }
-    let nonString = false;
-    try {
-      const list = input as unknown[];
-      for (let i = 0; i < list.length; i++) {
-        const tag = list[i];
-        if (typeof tag !== 'string') {
-          nonString = true;
-          continue;
-        }
-        const text = storableText(tag, TAG_MAX);
-        if (seen.has(text)) continue;
-        if (tags.length >= MAX_TAGS) {
-          warn(`at most ${MAX_TAGS} tags are kept; the rest are left out`);
-          break;
-        }
-        seen.add(text);
-        tags.push(text);
-      }
-    } catch (error) {
-      warn(`tags could not be read (${errorText(error, 200)}); the ones read so far are kept`);
-    }
-    if (nonString) warn('tags must be strings; a non-string tag is left out');
-    return tags;
   }
 }
