@@ -27,7 +27,7 @@ export function parseMasterKey(value: string | Uint8Array | undefined): MasterKe
       : { kind: 'invalid', reason: `the key has ${value.byteLength} bytes, not ${KEY_BYTES}` };
   }
   const parsed = parseEnvelopeKey(value);
-  return parsed.ok
+  return parsed.kind === 'valid'
     ? { kind: 'valid', key: parsed.key }
     : { kind: 'invalid', reason: parsed.reason.replace(/^it\b/, 'the key') };
 }
@@ -69,7 +69,7 @@ export function decryptPayload(payload: unknown, key: string | Uint8Array): Decr
   const parsed = parseMasterKey(key);
   if (parsed.kind !== 'valid') return { kind: 'failed', reason: 'invalid-key' };
   const opened = openPayloadEnvelope(payload, parsed.key);
-  if (opened.ok) return { kind: 'ok', payload: opened.payload };
+  if (opened.kind === 'opened') return { kind: 'ok', payload: opened.payload };
   return {
     kind: 'failed',
     reason: opened.reason === 'authentication-failed' ? 'authentication-failed' : 'malformed',

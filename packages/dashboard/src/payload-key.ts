@@ -11,8 +11,8 @@ let keyVersion = 0;
 const listeners = new Set<() => void>();
 
 export type OpenOutcome =
-  | { ok: true; payload: unknown }
-  | { ok: false; reason: 'no-key' | 'wrong-key' | 'not-an-envelope' };
+  | { kind: 'opened'; payload: unknown }
+  | { kind: 'locked'; reason: 'no-key' | 'wrong-key' | 'not-an-envelope' };
 
 function fromBase64(text: string): Uint8Array<ArrayBuffer> {
   const normal = text.trim().replace(/-/g, '+').replace(/_/g, '/');
@@ -51,7 +51,7 @@ export function onPayloadKeyChange(listener: () => void): () => void {
 }
 
 export async function openPayload(envelope: unknown): Promise<OpenOutcome> {
-  if (!pageKey) return { ok: false, reason: 'no-key' };
+  if (!pageKey) return { kind: 'locked', reason: 'no-key' };
   const e = envelope as Record<string, unknown>;
   if (
     typeof e !== 'object' ||
@@ -60,14 +60,14 @@ export async function openPayload(envelope: unknown): Promise<OpenOutcome> {
     typeof e.tag !== 'string' ||
     typeof e.ciphertext !== 'string'
   )
-    return { ok: false, reason: 'not-an-envelope' };
+    return { kind: 'locked', reason: 'not-an-envelope' };
   try {
     const iv = fromBase64(e.iv);
     const sealed = new Uint8Array([...fromBase64(e.ciphertext), ...fromBase64(e.tag)]);
     const plain = await crypto.subtle.decrypt({ name: 'AES-GCM', iv }, pageKey, sealed);
-    return { ok: true, payload: JSON.parse(new TextDecoder().decode(plain)) as unknown };
+    return { kind: 'opened', payload: JSON.parse(new TextDecoder().decode(plain)) as unknown };
   } catch {
     // GCM cannot tell a wrong key from a modified envelope
-    return { ok: false, reason: 'wrong-key' };
+    return { kind: 'locked', reason: 'wrong-key' };
   }
 }

@@ -17,7 +17,8 @@ const TAG_BYTES = 16;
 const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 
 /** What reading `SERVICE_MASTER_KEY` gave. */
-export type EnvelopeKeyOutcome = { ok: true; key: Buffer } | { ok: false; reason: string };
+export type EnvelopeKeyOutcome =
+  { kind: 'valid'; key: Buffer } | { kind: 'invalid'; reason: string };
 
 /**
  * Reads a master key: 32 bytes in base64. Anything else is refused with the reason, never used:
@@ -25,12 +26,12 @@ export type EnvelopeKeyOutcome = { ok: true; key: Buffer } | { ok: false; reason
  */
 export function parseEnvelopeKey(text: string): EnvelopeKeyOutcome {
   const trimmed = text.trim();
-  if (trimmed === '') return { ok: false, reason: 'it is empty' };
-  if (!BASE64.test(trimmed)) return { ok: false, reason: 'it is not base64' };
+  if (trimmed === '') return { kind: 'invalid', reason: 'it is empty' };
+  if (!BASE64.test(trimmed)) return { kind: 'invalid', reason: 'it is not base64' };
   const key = Buffer.from(trimmed.replaceAll('-', '+').replaceAll('_', '/'), 'base64');
   if (key.byteLength !== KEY_BYTES)
-    return { ok: false, reason: `it decodes to ${key.byteLength} bytes, not ${KEY_BYTES}` };
-  return { ok: true, key };
+    return { kind: 'invalid', reason: `it decodes to ${key.byteLength} bytes, not ${KEY_BYTES}` };
+  return { kind: 'valid', key };
 }
 
 /** True when `value` has the envelope's shape (it may still fail to open). */
@@ -47,20 +48,23 @@ export function isPayloadEnvelope(value: unknown): value is EncryptedPayload {
 
 /** What opening an envelope gave. */
 export type OpenEnvelopeOutcome =
-  | { ok: true; payload: Record<string, unknown> }
-  | { ok: false; reason: 'invalid-key' | 'not-an-envelope' | 'authentication-failed' | 'not-json' };
+  | { kind: 'opened'; payload: Record<string, unknown> }
+  | {
+      kind: 'failed';
+      reason: 'invalid-key' | 'not-an-envelope' | 'authentication-failed' | 'not-json';
+    };
 
 /**
  * Opens an encrypted payload with a 32-byte key. Never throws: a wrong key and a modified
  * envelope both give `authentication-failed` (GCM cannot tell them apart).
  */
 export function openPayloadEnvelope(payload: unknown, key: Uint8Array): OpenEnvelopeOutcome {
-  if (key.byteLength !== KEY_BYTES) return { ok: false, reason: 'invalid-key' };
-  if (!isPayloadEnvelope(payload)) return { ok: false, reason: 'not-an-envelope' };
+  if (key.byteLength !== KEY_BYTES) return { kind: 'failed', reason: 'invalid-key' };
+  if (!isPayloadEnvelope(payload)) return { kind: 'failed', reason: 'not-an-envelope' };
   const iv = Buffer.from(payload.iv, 'base64');
   const tag = Buffer.from(payload.tag, 'base64');
   if (iv.byteLength !== IV_BYTES || tag.byteLength !== TAG_BYTES)
-    return { ok: false, reason: 'not-an-envelope' };
+    return { kind: 'failed', reason: 'not-an-envelope' };
   let json: string;
   try {
     const decipher = createDecipheriv('aes-256-gcm', key, iv);
@@ -70,14 +74,14 @@ export function openPayloadEnvelope(payload: unknown, key: Uint8Array): OpenEnve
       decipher.final(),
     ]).toString('utf8');
   } catch {
-    return { ok: false, reason: 'authentication-failed' };
+    return { kind: 'failed', reason: 'authentication-failed' };
   }
   try {
     const value: unknown = JSON.parse(json);
     if (typeof value === 'object' && value !== null && !Array.isArray(value))
-      return { ok: true, payload: value as Record<string, unknown> };
+      return { kind: 'opened', payload: value as Record<string, unknown> };
   } catch {
     // authenticated, but not the JSON object a client encrypts
   }
-  return { ok: false, reason: 'not-json' };
+  return { kind: 'failed', reason: 'not-json' };
 }

@@ -308,7 +308,7 @@ function analysisSettings(env: Env) {
   if (rawKey !== undefined) {
     const parsed = parseEnvelopeKey(rawKey);
     // never echo the value: it is a secret, even when it is a wrong one
-    if (!parsed.ok)
+    if (parsed.kind === 'invalid')
       throw new ConfigError(
         `SERVICE_MASTER_KEY must be 32 random bytes in base64, but ${parsed.reason}`,
       );

@@ -27,13 +27,13 @@ export function LockedPayload(props: { envelope: unknown }) {
     };
   }, [props.envelope, version]);
 
-  if (outcome?.ok)
+  if (outcome?.kind === 'opened')
     return <JsonView label="payload (opened in this browser)" value={outcome.payload} />;
   return (
     <div class="locked">
       <p>
         <span aria-hidden="true">🔒</span> Encrypted payload: the server never saw it in clear.
-        {outcome && !outcome.ok && outcome.reason === 'wrong-key' && (
+        {outcome?.kind === 'locked' && outcome.reason === 'wrong-key' && (
           <strong class="error-text"> This key does not open it.</strong>
         )}
       </p>

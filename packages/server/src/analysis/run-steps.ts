@@ -60,7 +60,7 @@ function readPayload(event: Event, index: number, key: Buffer | undefined): Read
   if (!event.payloadEncrypted) return read(event.payload, 'plain', null);
   if (!key) return read(undefined, 'unreadable', 'no-key');
   const opened = openPayloadEnvelope(event.payload, key);
-  return opened.ok
+  return opened.kind === 'opened'
     ? read(opened.payload, 'decrypted', null)
     : read(undefined, 'unreadable', opened.reason);
 }

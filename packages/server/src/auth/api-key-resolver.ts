@@ -9,11 +9,11 @@ export interface ResolvedKey {
 
 /** The outcome of authenticating one request's API key. */
 export type KeyCheck =
-  | { ok: true; key: ResolvedKey }
+  | { kind: 'valid'; key: ResolvedKey }
   /** An unknown, revoked or malformed key. */
-  | { ok: false; reason: 'unknown' }
+  | { kind: 'refused'; reason: 'unknown' }
   /** The client address failed too often: a key that is not valid is refused unexamined. */
-  | { ok: false; reason: 'too-many-failures'; retryAfterSeconds: number };
+  | { kind: 'refused'; reason: 'too-many-failures'; retryAfterSeconds: number };
 
 interface CacheEntry {
   value: ResolvedKey;
@@ -35,7 +35,7 @@ export interface ApiKeyResolverOptions {
 /** The only shape of an API key (`flk_` + 256 random bits in base64url); nothing else is looked up. */
 const API_KEY = /^flk_[A-Za-z0-9_-]{43}$/;
 
-const UNKNOWN: KeyCheck = { ok: false, reason: 'unknown' };
+const UNKNOWN: KeyCheck = { kind: 'refused', reason: 'unknown' };
 
 /**
  * Resolves API keys to agents through a short-lived cache, so the hot ingest path does not pay
@@ -78,11 +78,11 @@ export class ApiKeyResolver {
     const hash = hashSecret(credential);
     const now = this.now();
     const found = this.found.get(hash);
-    if (found && found.expiresAt > now) return { ok: true, key: found.value };
+    if (found && found.expiresAt > now) return { kind: 'valid', key: found.value };
     const limiter = this.options.guesses;
     const blocked = limiter?.retryAfterSeconds(address) ?? 0;
     if (blocked > 0 && !found)
-      return { ok: false, reason: 'too-many-failures', retryAfterSeconds: blocked };
+      return { kind: 'refused', reason: 'too-many-failures', retryAfterSeconds: blocked };
     if (!API_KEY.test(credential) || (this.missed.get(hash) ?? 0) > now) {
       limiter?.recordFailure(address);
       return UNKNOWN;
@@ -101,13 +101,13 @@ export class ApiKeyResolver {
     }
     if (value) {
       if (counted) limiter?.withdrawFailure(address);
-      return { ok: true, key: value };
+      return { kind: 'valid', key: value };
     }
     if (!limiter) return UNKNOWN;
     if (found) limiter.recordFailure(address); // revoked since this instance last saw it
     const retryAfterSeconds = blocked > 0 ? limiter.retryAfterSeconds(address) : 0;
     return retryAfterSeconds > 0
-      ? { ok: false, reason: 'too-many-failures', retryAfterSeconds }
+      ? { kind: 'refused', reason: 'too-many-failures', retryAfterSeconds }
       : UNKNOWN;
   }
 

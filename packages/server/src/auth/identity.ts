@@ -14,8 +14,8 @@ export interface IdentityOptions {
 }
 
 export type IdentityResult =
-  | { ok: true; userId: string; expiresAt: number }
-  | { ok: false; reason: 'missing' | 'invalid' | 'expired' | 'not-configured' };
+  | { kind: 'verified'; userId: string; expiresAt: number }
+  | { kind: 'refused'; reason: 'missing' | 'invalid' | 'expired' | 'not-configured' };
 
 /** Verifies dashboard users' identity JWTs. */
 export interface IdentityVerifier {
@@ -68,8 +68,8 @@ export function createIdentityVerifier(options: IdentityOptions): IdentityVerifi
 
   return {
     async verify(token) {
-      if (verifiers.length === 0) return { ok: false, reason: 'not-configured' };
-      if (!token) return { ok: false, reason: 'missing' };
+      if (verifiers.length === 0) return { kind: 'refused', reason: 'not-configured' };
+      if (!token) return { kind: 'refused', reason: 'missing' };
       let expired = false;
       for (const { key, algorithms, claims } of verifiers) {
         try {
@@ -80,13 +80,17 @@ export function createIdentityVerifier(options: IdentityOptions): IdentityVerifi
             ...claims,
           });
           if (typeof payload.sub !== 'string' || payload.sub.length === 0) continue;
-          return { ok: true, userId: payload.sub, expiresAt: (payload.exp as number) * 1000 };
+          return {
+            kind: 'verified',
+            userId: payload.sub,
+            expiresAt: (payload.exp as number) * 1000,
+          };
         } catch (error) {
           if (error instanceof errors.JWTExpired) expired = true;
           // any other failure: try the next verifier, then refuse
         }
       }
-      return { ok: false, reason: expired ? 'expired' : 'invalid' };
+      return { kind: 'refused', reason: expired ? 'expired' : 'invalid' };
     },
   };
 }

@@ -38,7 +38,7 @@ export function requireApiKey(resolver: ApiKeyResolver, onRefused: () => void = 
     if (!sendsCredential(header)) throw new FlightlogError('unauthorized', SEND_API_KEY);
     const key = bearerCredential(header);
     const check = await resolver.authenticate(key ?? '', request.ip);
-    if (check.ok) {
+    if (check.kind === 'valid') {
       request.agent = check.key;
       request.tenant = `agent:${check.key.agentId}`;
       return;
@@ -74,7 +74,7 @@ function tooManyGuesses(what: string, retryAfterSeconds: number): FlightlogError
 export function requireUser(identity: IdentityVerifier): Hook {
   return async (request) => {
     const result = await identity.verify(bearerCredential(request.headers.authorization));
-    if (result.ok) {
+    if (result.kind === 'verified') {
       request.userId = result.userId;
       request.userExpiresAt = result.expiresAt;
       request.tenant = `user:${result.userId}`;

@@ -10,7 +10,7 @@ describe('payload envelope (protocol)', () => {
     const key = newMasterKey();
     const envelope = seal(payload, key);
     expect(isPayloadEnvelope(envelope)).toBe(true);
-    expect(openPayloadEnvelope(envelope, key)).toEqual({ ok: true, payload });
+    expect(openPayloadEnvelope(envelope, key)).toEqual({ kind: 'opened', payload });
   });
 
   it('never throws: wrong key, tampering, wrong shapes and non-objects are outcomes', () => {
@@ -29,7 +29,7 @@ describe('payload envelope (protocol)', () => {
       [envelope, randomBytes(16), 'invalid-key'],
     ];
     for (const [value, k, reason] of cases)
-      expect(openPayloadEnvelope(value, k)).toEqual({ ok: false, reason });
+      expect(openPayloadEnvelope(value, k)).toEqual({ kind: 'failed', reason });
   });
 
   it('refuses plaintext that is not a JSON object', () => {
@@ -43,17 +43,17 @@ describe('payload envelope (protocol)', () => {
       tag: cipher.getAuthTag().toString('base64'),
       ciphertext: ciphertext.toString('base64'),
     };
-    expect(openPayloadEnvelope(envelope, key)).toEqual({ ok: false, reason: 'not-json' });
+    expect(openPayloadEnvelope(envelope, key)).toEqual({ kind: 'failed', reason: 'not-json' });
   });
 
   it('reads a 32-byte base64 key and explains any other', () => {
     const key = newMasterKey();
-    expect(parseEnvelopeKey(` ${key.toString('base64')}\n`)).toEqual({ ok: true, key });
-    expect(parseEnvelopeKey(key.toString('base64url'))).toEqual({ ok: true, key });
-    expect(parseEnvelopeKey('')).toEqual({ ok: false, reason: 'it is empty' });
-    expect(parseEnvelopeKey('###')).toEqual({ ok: false, reason: 'it is not base64' });
+    expect(parseEnvelopeKey(` ${key.toString('base64')}\n`)).toEqual({ kind: 'valid', key });
+    expect(parseEnvelopeKey(key.toString('base64url'))).toEqual({ kind: 'valid', key });
+    expect(parseEnvelopeKey('')).toEqual({ kind: 'invalid', reason: 'it is empty' });
+    expect(parseEnvelopeKey('###')).toEqual({ kind: 'invalid', reason: 'it is not base64' });
     expect(parseEnvelopeKey(randomBytes(31).toString('base64'))).toEqual({
-      ok: false,
+      kind: 'invalid',
       reason: 'it decodes to 31 bytes, not 32',
     });
   });

@@ -137,15 +137,15 @@ describe('ApiKeyResolver.authenticate', () => {
     const valid = generateApiKey();
     table.keys.set(hashSecret(valid), { agentId: 'a', keyId: 'key_a' });
     const { resolver, clock } = guarded(table);
-    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ ok: true });
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ kind: 'valid' });
     for (let i = 0; i < 3; i++)
       expect(await resolver.authenticate(generateApiKey(), ADDRESS)).toEqual({
-        ok: false,
+        kind: 'refused',
         reason: 'unknown',
       });
     const lookups = table.lookups();
     expect(await resolver.authenticate(generateApiKey(), ADDRESS)).toEqual({
-      ok: false,
+      kind: 'refused',
       reason: 'too-many-failures',
       retryAfterSeconds: 60,
     });
@@ -155,10 +155,10 @@ describe('ApiKeyResolver.authenticate', () => {
       reason: 'unknown',
     });
     // a valid key passes from the refused address, from the cache...
-    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ ok: true });
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ kind: 'valid' });
     // ...and once its cache entry expired too: a key seen valid is no guess
     clock.now += 2_000;
-    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ ok: true });
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ kind: 'valid' });
     // a valid key this instance never saw is indistinguishable from a guess: it waits
     const unseen = generateApiKey();
     table.keys.set(hashSecret(unseen), { agentId: 'a', keyId: 'key_b' });
@@ -170,7 +170,7 @@ describe('ApiKeyResolver.authenticate', () => {
     expect(await resolver.authenticate(generateApiKey(), ADDRESS)).toMatchObject({
       reason: 'unknown',
     });
-    expect(await resolver.authenticate(unseen, ADDRESS)).toMatchObject({ ok: true });
+    expect(await resolver.authenticate(unseen, ADDRESS)).toMatchObject({ kind: 'valid' });
   });
 
   it('counts malformed keys and cached misses without a lookup', async () => {
@@ -194,8 +194,10 @@ describe('ApiKeyResolver.authenticate', () => {
       Array.from({ length: 50 }, () => resolver.authenticate(generateApiKey(), ADDRESS)),
     );
     expect(table.lookups()).toBe(3);
-    expect(results.filter((r) => !r.ok && r.reason === 'unknown')).toHaveLength(3);
-    expect(results.filter((r) => !r.ok && r.reason === 'too-many-failures')).toHaveLength(47);
+    expect(results.filter((r) => r.kind === 'refused' && r.reason === 'unknown')).toHaveLength(3);
+    expect(
+      results.filter((r) => r.kind === 'refused' && r.reason === 'too-many-failures'),
+    ).toHaveLength(47);
   });
 
   it('counts one key sent many times at once as one attempt: a valid key waiting on a slow store is never refused', async () => {
@@ -217,15 +219,17 @@ describe('ApiKeyResolver.authenticate', () => {
     ]);
     release();
     const results = await checks;
-    expect(results.slice(0, 20).every((r) => r.ok)).toBe(true);
-    expect(results.slice(20).every((r) => !r.ok && r.reason === 'unknown')).toBe(true);
+    expect(results.slice(0, 20).every((r) => r.kind === 'valid')).toBe(true);
+    expect(results.slice(20).every((r) => r.kind === 'refused' && r.reason === 'unknown')).toBe(
+      true,
+    );
     expect(table.lookups()).toBe(2);
     // the wrong key counted once: two more distinct guesses reach the limit, not zero
-    expect((await resolver.authenticate(generateApiKey(), ADDRESS)).ok).toBe(false);
+    expect((await resolver.authenticate(generateApiKey(), ADDRESS)).kind).toBe('refused');
     const third = await resolver.authenticate(generateApiKey(), ADDRESS);
-    expect(third).toMatchObject({ ok: false, reason: 'unknown' });
+    expect(third).toMatchObject({ kind: 'refused', reason: 'unknown' });
     const fourth = await resolver.authenticate(generateApiKey(), ADDRESS);
-    expect(fourth).toMatchObject({ ok: false, reason: 'too-many-failures' });
+    expect(fourth).toMatchObject({ kind: 'refused', reason: 'too-many-failures' });
   });
 
   it('counts a key revoked since it was cached, and not a lookup the store failed', async () => {
@@ -261,7 +265,7 @@ describe('ApiKeyResolver.authenticate', () => {
     await resolver.authenticate(valid, ADDRESS);
     for (let i = 0; i < 10; i++) await resolver.authenticate(generateApiKey(), `198.51.100.${i}`);
     const lookups = table.lookups();
-    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ ok: true });
+    expect(await resolver.authenticate(valid, ADDRESS)).toMatchObject({ kind: 'valid' });
     expect(table.lookups()).toBe(lookups);
   });
 });

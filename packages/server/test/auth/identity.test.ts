@@ -106,7 +106,7 @@ describe('createIdentityVerifier', () => {
     const exp = now() + 600;
     const verifier = createIdentityVerifier({ secret });
     expect(await verifier.verify(await hs256(secret, { sub: 'user-42', exp }))).toEqual({
-      ok: true,
+      kind: 'verified',
       userId: 'user-42',
       expiresAt: exp * 1000,
     });
@@ -114,25 +114,25 @@ describe('createIdentityVerifier', () => {
 
   it('says "missing" without a token and "not-configured" without secret or JWKS', async () => {
     expect(await createIdentityVerifier({ secret }).verify(undefined)).toEqual({
-      ok: false,
+      kind: 'refused',
       reason: 'missing',
     });
     expect(await createIdentityVerifier({}).verify(await hs256(secret))).toEqual({
-      ok: false,
+      kind: 'refused',
       reason: 'not-configured',
     });
   });
 
   it('tolerates 5 s of clock skew on exp and nbf by default, not more', async () => {
     const verifier = createIdentityVerifier({ secret });
-    expect((await verifier.verify(await hs256(secret, { exp: now() - 2 }))).ok).toBe(true);
-    expect((await verifier.verify(await hs256(secret, { nbf: now() + 2 }))).ok).toBe(true);
+    expect((await verifier.verify(await hs256(secret, { exp: now() - 2 }))).kind).toBe('verified');
+    expect((await verifier.verify(await hs256(secret, { nbf: now() + 2 }))).kind).toBe('verified');
     expect(await verifier.verify(await hs256(secret, { exp: now() - 30 }))).toEqual({
-      ok: false,
+      kind: 'refused',
       reason: 'expired',
     });
     expect(await verifier.verify(await hs256(secret, { nbf: now() + 30 }))).toEqual({
-      ok: false,
+      kind: 'refused',
       reason: 'invalid',
     });
   });
@@ -140,7 +140,7 @@ describe('createIdentityVerifier', () => {
   it('calls an expired token with a wrong signature invalid, not expired', async () => {
     const verifier = createIdentityVerifier({ secret });
     const forged = await hs256(`${secret}-wrong`, { exp: now() - 600 });
-    expect(await verifier.verify(forged)).toEqual({ ok: false, reason: 'invalid' });
+    expect(await verifier.verify(forged)).toEqual({ kind: 'refused', reason: 'invalid' });
   });
 
   it.each([
@@ -151,7 +151,7 @@ describe('createIdentityVerifier', () => {
   ])('refuses a token with %s', async (_name, claims) => {
     const verifier = createIdentityVerifier({ secret });
     expect(await verifier.verify(await hs256(secret, claims))).toEqual({
-      ok: false,
+      kind: 'refused',
       reason: 'invalid',
     });
   });
@@ -164,19 +164,19 @@ describe('createIdentityVerifier', () => {
       audience: 'flightlog',
     });
     const rsa = await rs256(jwks.privateKey, jwks.kid);
-    expect(await verifier.verify(rsa)).toMatchObject({ ok: true, userId: 'alice' });
+    expect(await verifier.verify(rsa)).toMatchObject({ kind: 'verified', userId: 'alice' });
     const hs = await hs256(secret, { iss: 'https://issuer.test', aud: 'flightlog' });
-    expect(await verifier.verify(hs)).toMatchObject({ ok: true, userId: 'alice' });
+    expect(await verifier.verify(hs)).toMatchObject({ kind: 'verified', userId: 'alice' });
     // issuer and audience are the identity provider's: dev tokens (neither claim) still work
     expect(await verifier.verify(await mintDevToken(secret, 'dev'))).toMatchObject({
-      ok: true,
+      kind: 'verified',
       userId: 'dev',
     });
     // while a JWKS token must carry them
     expect(
       await verifier.verify(await rs256(jwks.privateKey, jwks.kid, { iss: undefined })),
     ).toEqual({
-      ok: false,
+      kind: 'refused',
       reason: 'invalid',
     });
     const claims = { iss: 'https://issuer.test', aud: 'flightlog' };
@@ -185,7 +185,7 @@ describe('createIdentityVerifier', () => {
       await hs256(bytes(JSON.stringify(jwks.publicJwk)), claims, jwks.kid),
       unsigned(),
     ])
-      expect(await verifier.verify(confused)).toEqual({ ok: false, reason: 'invalid' });
+      expect(await verifier.verify(confused)).toEqual({ kind: 'refused', reason: 'invalid' });
   });
 });
 
