@@ -2,13 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Metrics } from '../observability/metrics.js';
-import type {
-  AnalysisResult,
-  AnalysisStore,
-  ClaimedJob,
-  ReleaseOutcome,
-} from '../store/analysis-store.js';
-import type { Analyzer } from './analyzer.js';
+import type { AnalysisStore, ClaimedJob, ReleaseOutcome } from '../store/analysis-store.js';
+import type { AnalysisResult, Analyzer } from './analyzer.js';
 
 /** What the worker logs through (pino's and Fastify's loggers fit). */
 export interface WorkerLogger {

@@ -1,4 +1,4 @@
-import type { AnalysisResult, StoredRun } from '../store/analysis-store.js';
+import type { AnalysisResult, StoredRun } from '../analysis/analyzer.js';
 import type { Analyzer } from './analyzer.js';
 import { renderAutopsy } from './autopsy-markdown.js';
 import { collectRunFacts } from './run-facts.js';

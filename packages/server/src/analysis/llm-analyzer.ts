@@ -1,4 +1,4 @@
-import type { AnalysisResult, StoredRun } from '../store/analysis-store.js';
+import type { AnalysisResult, StoredRun } from '../analysis/analyzer.js';
 import { agentMarkdown } from './agent-markdown.js';
 import type { Analyzer } from './analyzer.js';
 import { renderEvidence } from './autopsy-markdown.js';

@@ -1,4 +1,4 @@
-import type { StoredRun } from '../store/analysis-store.js';
+import type { StoredRun } from '../analysis/analyzer.js';
 import { diagnose, type Diagnosis } from './diagnosis.js';
 import { findDominant, type DominantFact } from './dominant-facts.js';
 import { collectFailures, type FailureFacts } from './failure-facts.js';

@@ -1,5 +1,5 @@
 import { openPayloadEnvelope, type Event } from '@flightlog/protocol';
-import type { StoredRun } from '../store/analysis-store.js';
+import type { StoredRun } from '../analysis/analyzer.js';
 import { bool, shorten, str, type Payload } from './payload-fields.js';
 import type { Operation } from './step-operation.js';
 

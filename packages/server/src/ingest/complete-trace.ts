@@ -1,7 +1,8 @@
 import type { CompleteTraceBody, FieldError, Trace } from '@flightlog/protocol';
 import type { IngestContext } from './ingest-batch.js';
 
-export type CompleteOutcome =
+/** What a complete request came to, for its route to answer. */
+export type CompleteTraceOutcome =
   | { kind: 'completed'; trace: Trace; analysisQueued: boolean }
   | { kind: 'not-found' }
   | { kind: 'invalid'; errors: FieldError[] };
@@ -15,7 +16,7 @@ export async function completeTrace(
   agentId: string,
   traceId: string,
   body: CompleteTraceBody,
-): Promise<CompleteOutcome> {
+): Promise<CompleteTraceOutcome> {
   const outcome = await context.traces.completeTrace(
     agentId,
     traceId,

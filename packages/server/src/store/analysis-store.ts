@@ -1,4 +1,4 @@
-import type { Event, Trace } from '@flightlog/protocol';
+import type { AnalysisResult, StoredRun } from '../analysis/analyzer.js';
 import { eventKeys, eventsOf, withinBytes } from './event-pages.js';
 import type { SqlClient } from './sql-client.js';
 import { TRACE_COLUMNS, traceFromRow, type TraceRow } from './trace-rows.js';
@@ -47,21 +47,6 @@ export interface DoneTimings {
   durationMs: number;
   /** From the moment the job became runnable (run_after) to done. */
   delayMs: number;
-}
-
-export interface AnalysisResult {
-  autopsy: string;
-  analyzer: string;
-  fallbackReason: string | null;
-}
-
-/** A stored run, as the analyzers read it. */
-export interface StoredRun {
-  trace: Trace;
-  /** By sequence. With more than the load limit, the first and last halves. */
-  events: Event[];
-  /** Events left out between the two halves (0 when all were loaded). */
-  omittedEvents: number;
 }
 
 /** The latest job of a trace, for its analysis endpoint. */

@@ -75,7 +75,8 @@ export type BatchWriteOutcome =
   | { kind: 'duplicate'; traceId: string; verify: VerifyOutcome | null }
   | { kind: 'id-conflict'; pointer: string };
 
-export type CompleteOutcome =
+/** What writing a trace's completion did. */
+export type StoreCompleteOutcome =
   | { kind: 'completed'; trace: Trace; analysisQueued: boolean }
   | { kind: 'not-found' }
   | { kind: 'ends-before-start' };
@@ -555,7 +556,7 @@ export class TraceStore {
     traceId: string,
     body: CompleteTraceBody,
     analysisGraceMs: number,
-  ): Promise<CompleteOutcome> {
+  ): Promise<StoreCompleteOutcome> {
     const [row] = await this.sql.query<CompleteTraceRow>(COMPLETE_TRACE, [
       traceId,
       agentId,

@@ -4,7 +4,7 @@ import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
 import { HeuristicAnalyzer } from '../../src/analysis/heuristic-analyzer.js';
 import { fitJson } from '../../src/analysis/fit-json.js';
 import { LlmAnalyzer, SYSTEM_PROMPT, WITHHELD_NOTE } from '../../src/analysis/llm-analyzer.js';
-import type { StoredRun } from '../../src/store/analysis-store.js';
+import type { StoredRun } from '../../src/analysis/analyzer.js';
 import { getAnalysis, startTestWorker } from '../harness/analysis.js';
 import { startChatStandIn, type ChatStandIn } from '../harness/chat-stand-in.js';
 import { describeEngines } from '../harness/engines.js';

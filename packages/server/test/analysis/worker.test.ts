@@ -3,7 +3,7 @@ import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
 import type { Analyzer } from '../../src/analysis/analyzer.js';
 import { HeuristicAnalyzer } from '../../src/analysis/heuristic-analyzer.js';
 import { Metrics } from '../../src/observability/metrics.js';
-import type { StoredRun } from '../../src/store/analysis-store.js';
+import type { StoredRun } from '../../src/analysis/analyzer.js';
 import { getAnalysis, jobsOf, startTestWorker } from '../harness/analysis.js';
 import { describeEngines } from '../harness/engines.js';
 import { postBatch } from '../harness/http.js';

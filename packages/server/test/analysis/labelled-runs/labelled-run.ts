@@ -1,5 +1,5 @@
 import MarkdownIt from 'markdown-it';
-import type { StoredRun } from '../../../src/store/analysis-store.js';
+import type { StoredRun } from '../../../src/analysis/analyzer.js';
 
 /*
  * One run of the labelled set, with what a careful engineer reading it would name as the cause,

@@ -1,5 +1,5 @@
 import type { Event, EventType, Trace } from '@flightlog/protocol';
-import type { StoredRun } from '../../../src/store/analysis-store.js';
+import type { StoredRun } from '../../../src/analysis/analyzer.js';
 import { at, newId, traceSnapshot } from '../../fixtures/batches.js';
 import { seal } from '../../fixtures/runs.js';
 
