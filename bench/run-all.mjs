@@ -137,11 +137,14 @@ function runBenchmark(bench, env) {
   });
 }
 
+/** When a result was measured: benchmarks write it at the top or in their machine record. */
+const measuredAt = (json) => json.date ?? json.measuredAt ?? json.machine?.date;
+
 function readResult(name, since) {
   const file = join(RESULTS, `${name}-latest.json`);
   if (!existsSync(file)) return { json: null, fresh: false };
   const json = JSON.parse(readFileSync(file, 'utf8'));
-  const date = Date.parse(json.date ?? json.measuredAt ?? '');
+  const date = Date.parse(measuredAt(json) ?? '');
   return { json, fresh: since === undefined || date >= since };
 }
 
@@ -206,15 +209,15 @@ async function main() {
     results,
   };
   // A report rebuilt from runs made at different times says when each was made.
-  const measuredAt = (byName) =>
+  const whenMeasured = (byName) =>
     Object.entries(byName)
-      .map(([name, json]) => `${name} ${json.date ?? json.measuredAt ?? '?'}`)
+      .map(([name, json]) => `${name} ${measuredAt(json) ?? '?'}`)
       .join(', ');
   writeJsonAtomic(join(RESULTS, 'latest.json'), latest);
   writeFileSync(join(RESULTS, 'latest.svg'), renderSvg(latest));
   writeFileSync(
     join(RESULTS, 'latest.md'),
-    `Measured ${measuredAt(results) || latest.date} on ${meta.cpuModel} x ${meta.cores}, node ${meta.node}` +
+    `Measured ${whenMeasured(results) || latest.date} on ${meta.cpuModel} x ${meta.cores}, node ${meta.node}` +
       `${QUICK ? ' (QUICK SMOKE RUN: not for figures)' : ''}; ratio = service / baseline, same run.\n\n` +
       markdownTable(summary),
   );
