@@ -19,7 +19,7 @@ export {
   type TransportOutcome,
 } from './http-transport.js';
 export type { FlightlogLogger } from './logger.js';
-export { decryptPayload, PAYLOAD_ALGORITHM, type DecryptOutcome } from './payload-cipher.js';
+export { PAYLOAD_ALGORITHM } from './payload-cipher.js';
 export type {
   EndOptions,
   EventFields,

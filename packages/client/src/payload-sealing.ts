@@ -1,4 +1,4 @@
-import { encryptPayloadJson, envelopeBytes } from './payload-cipher.js';
+import { envelopeBytes, sealPayloadEnvelope } from '@flightlog/protocol';
 
 /**
  * What happens to payloads before they leave the process, fixed when the client starts from
@@ -19,7 +19,7 @@ export function sealPayload(json: string, sealing: PayloadSealing): string {
     case 'plain':
       return json;
     case 'encrypt':
-      return JSON.stringify(encryptPayloadJson(json, sealing.key));
+      return JSON.stringify(sealPayloadEnvelope(json, sealing.key));
     case 'withhold':
       return JSON.stringify(withheldPayload(sealing.reason));
   }

@@ -1,12 +1,12 @@
-import { createDecipheriv } from 'node:crypto';
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import type { EncryptedPayload } from './payloads.js';
 
 /**
  * The envelope of an encrypted event payload (`payloadEncrypted: true`), as the client library
  * writes it: AES-256-GCM, a fresh random 96-bit IV, the 128-bit tag, no additional data; `iv`,
  * `tag` and `ciphertext` in base64; the plaintext is the payload's UTF-8 JSON text. The key is
- * `SERVICE_MASTER_KEY`: 32 random bytes, base64. Shared here so that every side that opens an
- * envelope (the analysis worker, the client) reads it the same way.
+ * `SERVICE_MASTER_KEY`: 32 random bytes, base64. Sealing and opening live here together, so that
+ * the client that seals and every side that opens (the analysis worker, a reader's own tools) agree.
  */
 export const PAYLOAD_ENVELOPE_ALGORITHM = 'AES-256-GCM';
 
@@ -84,4 +84,54 @@ export function openPayloadEnvelope(payload: unknown, key: Uint8Array): OpenEnve
     // authenticated, but not the JSON object a client encrypts
   }
   return { kind: 'failed', reason: 'not-json' };
+}
+
+/**
+ * Seals the JSON text of a payload: AES-256-GCM, a fresh random 96-bit IV each time, the 128-bit
+ * tag kept, no additional data. Returns the envelope that travels as the event's payload.
+ */
+export function sealPayloadEnvelope(json: string, key: Uint8Array): EncryptedPayload {
+  const iv = randomBytes(IV_BYTES);
+  const cipher = createCipheriv('aes-256-gcm', key, iv);
+  const ciphertext = Buffer.concat([cipher.update(json, 'utf8'), cipher.final()]);
+  return {
+    alg: PAYLOAD_ENVELOPE_ALGORITHM,
+    iv: iv.toString('base64'),
+    tag: cipher.getAuthTag().toString('base64'),
+    ciphertext: ciphertext.toString('base64'),
+  };
+}
+
+/** Bytes of the envelope's JSON for a payload whose JSON has `plainBytes` bytes (for accounting). */
+export function envelopeBytes(plainBytes: number): number {
+  return 4 * Math.ceil(plainBytes / 3) + 90;
+}
+
+/** What {@link decryptPayload} found. */
+export type DecryptOutcome =
+  | { kind: 'ok'; payload: Record<string, unknown> }
+  | { kind: 'failed'; reason: 'invalid-key' | 'malformed' | 'authentication-failed' };
+
+/**
+ * Opens an encrypted event payload, for whoever reads traces (a dashboard, an export, a script).
+ * `payload` is the event's payload as stored when `payloadEncrypted` is true:
+ * `{alg: "AES-256-GCM", iv, tag, ciphertext}`, base64 fields, a 12-byte IV, a 16-byte tag, the
+ * ciphertext of the payload's UTF-8 JSON. `key` is the client's `SERVICE_MASTER_KEY` (32 bytes,
+ * base64 or raw). Never throws: a wrong key and a modified envelope both give
+ * `authentication-failed` (GCM cannot tell them apart).
+ */
+export function decryptPayload(payload: unknown, key: string | Uint8Array): DecryptOutcome {
+  let bytes: Uint8Array;
+  if (typeof key === 'string') {
+    const parsed = parseEnvelopeKey(key);
+    if (parsed.kind !== 'valid') return { kind: 'failed', reason: 'invalid-key' };
+    bytes = parsed.key;
+  } else if (key instanceof Uint8Array && key.byteLength === KEY_BYTES) bytes = key;
+  else return { kind: 'failed', reason: 'invalid-key' };
+  const opened = openPayloadEnvelope(payload, bytes);
+  if (opened.kind === 'opened') return { kind: 'ok', payload: opened.payload };
+  return {
+    kind: 'failed',
+    reason: opened.reason === 'authentication-failed' ? 'authentication-failed' : 'malformed',
+  };
 }

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { FlightlogClient, decryptPayload } from '../../src/index.js';
+import { decryptPayload } from '@flightlog/protocol';
+import { FlightlogClient } from '../../src/index.js';
 import { RecordingLogger } from '../harness/recording-logger.js';
 import { startRealServer, type RealServer } from '../harness/real-server.js';
 import { llmPayload } from './fixtures.js';

@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { FlightlogClient, decryptPayload } from '../../src/index.js';
+import { decryptPayload, sealPayloadEnvelope } from '@flightlog/protocol';
+import { FlightlogClient } from '../../src/index.js';
 import { RecordingLogger } from '../harness/recording-logger.js';
 import { ScriptedTransport } from '../harness/scripted-transport.js';
-import { encryptPayloadJson, parseMasterKey } from '../../src/payload-cipher.js';
+import { parseMasterKey } from '../../src/payload-cipher.js';
 
 const key = randomBytes(32);
 const keyText = key.toString('base64');
@@ -15,7 +16,7 @@ const payload = {
 
 describe('payload encryption (AES-256-GCM envelope)', () => {
   it('round-trips: decryptPayload opens what the client sealed, with the base64 key or the raw bytes', () => {
-    const envelope = encryptPayloadJson(JSON.stringify(payload), key);
+    const envelope = sealPayloadEnvelope(JSON.stringify(payload), key);
     expect(Object.keys(envelope)).toEqual(['alg', 'iv', 'tag', 'ciphertext']);
     expect(envelope.alg).toBe('AES-256-GCM');
     expect(Buffer.from(envelope.iv, 'base64')).toHaveLength(12);
@@ -27,14 +28,14 @@ describe('payload encryption (AES-256-GCM envelope)', () => {
   });
 
   it('uses a fresh IV for every payload, so equal payloads never look equal', () => {
-    const a = encryptPayloadJson('{"x":1}', key);
-    const b = encryptPayloadJson('{"x":1}', key);
+    const a = sealPayloadEnvelope('{"x":1}', key);
+    const b = sealPayloadEnvelope('{"x":1}', key);
     expect(a.iv).not.toBe(b.iv);
     expect(a.ciphertext).not.toBe(b.ciphertext);
   });
 
   it('detects tampering with the ciphertext, the tag or the IV', () => {
-    const envelope = encryptPayloadJson(JSON.stringify(payload), key);
+    const envelope = sealPayloadEnvelope(JSON.stringify(payload), key);
     const flip = (text: string) => {
       const bytes = Buffer.from(text, 'base64');
       bytes[0] = (bytes[0] ?? 0) ^ 1;
@@ -48,7 +49,7 @@ describe('payload encryption (AES-256-GCM envelope)', () => {
   });
 
   it('refuses a wrong key, an invalid key and a malformed envelope, without throwing', () => {
-    const envelope = encryptPayloadJson(JSON.stringify(payload), key);
+    const envelope = sealPayloadEnvelope(JSON.stringify(payload), key);
     expect(decryptPayload(envelope, randomBytes(32).toString('base64'))).toEqual({
       kind: 'failed',
       reason: 'authentication-failed',

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { randomBytes } from 'node:crypto';
-import { MODEL_PRICES, costOf, decryptPayload, findModelPrice } from '../../src/index.js';
+import { decryptPayload } from '@flightlog/protocol';
+import { MODEL_PRICES, costOf, findModelPrice } from '../../src/index.js';
 import { proxyTree } from '../../src/instrumentations/method-proxy.js';
 import { beginStep } from '../../src/instrumentations/observed-step.js';
 import { observeStream, type StreamEnd } from '../../src/instrumentations/stainless-results.js';

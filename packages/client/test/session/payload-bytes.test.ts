@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { FlightlogClient, decryptPayload } from '../../src/index.js';
+import { decryptPayload } from '@flightlog/protocol';
+import { FlightlogClient } from '../../src/index.js';
 import { assembleItems } from '../../src/batch-assembler.js';
 import { WarningChannel } from '../../src/logger.js';
 import { sealPayload } from '../../src/payload-sealing.js';
