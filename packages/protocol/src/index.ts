@@ -11,3 +11,4 @@ export * from './payload-envelope.js';
 export * from './analysis.js';
 export * from './agent.js';
 export * from './agent-stats.js';
+export * from './trace-fingerprint.js';
