@@ -119,7 +119,9 @@ written AS (
   SELECT t.id, t.agent, t.status, t."startedAt", t."endedAt", t."durationMs", t."inputSummary",
          t."outputSummary", t."errorMessage", t.tags, t."eventCount", t."totalTokens",
          t."totalCostUsd", t."totalLamports", t."chainTxCount", t."toolsCalled",
-         t."anchorSignature", t."anchorSlot", t."merkleProof", t."traceHash", t."shareToken"
+         -- the proof and the share link are the server's (a client's values are ignored: a
+         -- fingerprint or a public link a client could set would prove or share nothing)
+         NULL, NULL, NULL, NULL, NULL
   FROM incoming t
   -- (the count makes the locks be taken before the first row is written)
   WHERE t.ok AND NOT t.dropped AND (SELECT count(*) FROM locked) >= 0
@@ -131,11 +133,7 @@ written AS (
     tags = EXCLUDED.tags, event_count = EXCLUDED.event_count,
     total_tokens = EXCLUDED.total_tokens, total_cost_usd = EXCLUDED.total_cost_usd,
     total_lamports = EXCLUDED.total_lamports, chain_tx_count = EXCLUDED.chain_tx_count,
-    tools_called = EXCLUDED.tools_called, anchor_signature = EXCLUDED.anchor_signature,
-    anchor_slot = EXCLUDED.anchor_slot, merkle_proof = EXCLUDED.merkle_proof,
-    trace_hash = EXCLUDED.trace_hash,
-    -- set from the dashboard: a client snapshot (always null) must not unshare the trace
-    share_token = COALESCE(EXCLUDED.share_token, traces.share_token),
+    tools_called = EXCLUDED.tools_called,
     timed_out_at = NULL,
     updated_at = now()
   -- another agent's trace: reported below, and the statement fails; never an older snapshot

@@ -93,7 +93,8 @@ describeEngines('POST /v1/traces/batch, accepted [%s]', (engine) => {
     const read = await readTrace(trace.id);
     expect(read.body.trace.totalLamports).toBe(lamports);
     expect(read.body.trace.totalCostUsd).toBe('0.000100');
-    expect(read.body.trace.anchorSlot).toBe('18446744073709551617');
+    // the proof fields are the server's (filled when the run is anchored): a client's are not kept
+    expect(read.body.trace.anchorSlot).toBeNull();
   });
 
   it('returns timestamps at the edges of years 0001 to 9999 exactly, in UTC', async () => {

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import net from 'node:net';
-import type { Event, Trace } from '@flightlog/protocol';
+import { traceHashOf, type Event, type Trace } from '@flightlog/protocol';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { at, llmCallEvent, newId, runBatch, traceSnapshot } from '../fixtures/batches.js';
 import { newMasterKey, seal } from '../fixtures/runs.js';
@@ -164,7 +164,19 @@ describeEngines('export [%s]', (engine) => {
     expect(lines.map((line) => line.trace.id)).toEqual([trace.id, empty.id]);
     const [first, second] = lines as [Line, Line];
     // exactly what was sent (the agent id is the key's; every timestamp was sent in milliseconds)
-    expect(first.trace).toEqual({ ...trace, agentId: agent.agentId, shareToken: null });
+    // the proof fields are the server's: the client's are not kept, and the fingerprint is null
+    // until the worker computed it, then the hash of the run as exported
+    const { traceHash, ...stored } = first.trace;
+    expect(stored).toEqual({
+      ...trace,
+      agentId: agent.agentId,
+      anchorSignature: null,
+      anchorSlot: null,
+      merkleProof: null,
+      traceHash: undefined,
+      shareToken: null,
+    });
+    expect([null, traceHashOf(first.trace, first.events)]).toContain(traceHash);
     expect(first.events).toEqual(events);
     expect(first.events[1]?.payload).toEqual(envelope);
     expect(second).toMatchObject({ trace: { ...empty, agentId: agent.agentId }, events: [] });
