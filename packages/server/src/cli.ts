@@ -26,6 +26,7 @@ import {
   type ExportCommand,
 } from './cli/export-command.js';
 import { storeAdministration } from './cli/store-administration.js';
+import { VerifyUsageError, verdictLine, verifyFile } from './cli/verify-command.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { runDemo } from './demo.js';
 import type { LifecycleSettingsChange } from './lifecycle/agent-settings.js';
@@ -61,6 +62,9 @@ Commands:
                                               output, with progress on standard error; since is
                                               inclusive, until exclusive (startedAt); --cursor
                                               (a line's "cursor") resumes after that line's run
+  verify FILE                                 check runs against their fingerprints (traceHash),
+                                              offline: an export (NDJSON) or one run as the read
+                                              API answers it; exit 1 if any run fails
   key create --agent ID                       issue another API key for an agent
   key revoke KEY_ID                           revoke an API key
   member grant --agent ID --user SUB --role owner|editor|viewer
@@ -301,6 +305,16 @@ async function worker(config: Config): Promise<void> {
   process.once('SIGINT', () => stop('SIGINT'));
 }
 
+async function verify(path: string): Promise<void> {
+  const report = await verifyFile(path, (verdict) =>
+    process.stdout.write(`${verdictLine(verdict)}\n`),
+  );
+  process.stdout.write(
+    `${report.verified} verified, ${report.failed} failed, ${report.notFingerprinted} without a fingerprint\n`,
+  );
+  if (report.failed > 0) process.exitCode = 1;
+}
+
 async function main(argv: string[]): Promise<void> {
   const { values, positionals } = parseArgs({
     args: argv,
@@ -327,6 +341,8 @@ async function main(argv: string[]): Promise<void> {
     process.stdout.write(`${USAGE}\n`);
     return;
   }
+  // Offline: no configuration, no store, no server.
+  if (command === 'verify') return verify(required(sub, 'FILE'));
   const config = loadConfig();
   switch (
     `${command}${sub ? ` ${sub}` : ''}`.replace(
@@ -450,6 +466,7 @@ main(process.argv.slice(2)).catch((error: unknown) => {
   if (
     error instanceof UsageError ||
     error instanceof ExportUsageError ||
+    error instanceof VerifyUsageError ||
     error instanceof ConfigError ||
     error instanceof WorkerNeedsDatabaseError ||
     error instanceof RunningServerError

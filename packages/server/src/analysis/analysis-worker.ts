@@ -3,6 +3,7 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import type { Metrics } from '../observability/metrics.js';
 import type { AnalysisStore, ClaimedJob, ReleaseOutcome } from '../store/analysis-store.js';
+import type { FingerprintStore } from '../store/fingerprint-store.js';
 import type { AnalysisResult, Analyzer } from './analyzer.js';
 
 /** What the worker logs through (pino's and Fastify's loggers fit). */
@@ -15,6 +16,11 @@ export interface WorkerLogger {
 
 export interface AnalysisWorkerOptions {
   queue: AnalysisStore;
+  /**
+   * Where a finished run's fingerprint (`traceHash`) is computed and kept: each job fingerprints
+   * its run before analysing it (a failure fails the job, which is retried like an analysis).
+   */
+  fingerprints: Pick<FingerprintStore, 'fingerprint'>;
   analyzer: Analyzer;
   logger: WorkerLogger;
   metrics: Pick<
@@ -209,6 +215,7 @@ export class AnalysisWorker {
     let result: AnalysisResult | undefined;
     let failure = 'the trace no longer exists';
     try {
+      await this.options.fingerprints.fingerprint(job.traceId);
       const run = await queue.loadRun(
         job.traceId,
         this.options.maxEvents ?? 20_000,

@@ -32,6 +32,7 @@ export function workerFromConfig(
 ): AnalysisWorker {
   return new AnalysisWorker({
     queue: store.analysis,
+    fingerprints: store.fingerprints,
     analyzer: deps.analyzer ?? analyzerFromConfig(config),
     logger: deps.logger,
     metrics: deps.metrics,

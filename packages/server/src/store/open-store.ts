@@ -1,5 +1,6 @@
 import { AgentStore } from './agent-store.js';
 import { AnalysisStore } from './analysis-store.js';
+import { FingerprintStore } from './fingerprint-store.js';
 import { AuditStore } from './audit-store.js';
 import { ExportStore } from './export-store.js';
 import { LifecycleStore } from './lifecycle-store.js';
@@ -52,6 +53,8 @@ export interface Store {
   readonly traces: TraceStore;
   readonly agents: AgentStore;
   readonly analysis: AnalysisStore;
+  /** Finished runs' fingerprints (`traceHash`) and their history. */
+  readonly fingerprints: FingerprintStore;
   readonly stats: StatsStore;
   /** Run time-outs, deletion, retention and the audit log (the data lifecycle). */
   readonly lifecycle: LifecycleStore;
@@ -98,6 +101,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     ),
     agents: new AgentStore(sql),
     analysis: new AnalysisStore(sql),
+    fingerprints: new FingerprintStore(sql),
     stats: new StatsStore(sql),
     lifecycle: new LifecycleStore(sql),
     exports: new ExportStore(sql),

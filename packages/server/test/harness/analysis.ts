@@ -26,6 +26,7 @@ export interface TestWorkerOptions {
 export function startTestWorker(store: Store, options: TestWorkerOptions = {}): AnalysisWorker {
   const worker = new AnalysisWorker({
     queue: store.analysis,
+    fingerprints: store.fingerprints,
     analyzer: options.analyzer ?? new HeuristicAnalyzer(),
     logger: silentLogger,
     metrics: options.metrics ?? new Metrics(),

@@ -1,0 +1,128 @@
+import { TRACE_HASH_VERSION, TraceFingerprint } from '@flightlog/protocol';
+import { eventPage, type EventPosition } from './event-pages.js';
+import type { SqlClient } from './sql-client.js';
+import { TRACE_COLUMNS, traceFromRow, type TraceRow } from './trace-rows.js';
+
+/*
+ * Fingerprints of finished runs (`traceHash`, see protocol's trace-fingerprint.ts), and the
+ * history of each run's fingerprints.
+ *
+ * A run is hashed as stored, its events read page by page (any length, bounded memory), outside
+ * any transaction: a long run must not hold a lock that ingest waits for (PGlite has one
+ * connection). The fingerprint is then written only if the run is still what was read — same
+ * `updated_at` and as many events (events are only ever added) — else the run changed while it
+ * was read and is not fingerprinted now: the change that finalised it again queued another job.
+ */
+
+/** Events read per page while hashing, and their bytes at most (one larger event alone). */
+const PAGE_EVENTS = 1_000;
+const PAGE_BYTES = 4 * 1024 * 1024;
+
+/** What fingerprinting a run did. */
+export type FingerprintOutcome =
+  /** A new fingerprint: stored as the run's `traceHash`, and added to its history. */
+  | { kind: 'fingerprinted'; traceHash: string; n: number }
+  /** The run still has the fingerprint it had. */
+  | { kind: 'unchanged'; traceHash: string }
+  /** The run is running again, or is gone: nothing to fingerprint. */
+  | { kind: 'not-finished' }
+  /** The run changed while it was read. */
+  | { kind: 'changed' };
+
+/** One fingerprint a run had. */
+export interface TraceHashRecord {
+  n: number;
+  traceHash: string;
+  version: string;
+  status: string;
+  eventCount: number;
+  computedAt: string;
+}
+
+type RowWithStamp = TraceRow & { updated: string };
+
+export class FingerprintStore {
+  constructor(private readonly sql: SqlClient) {}
+
+  /** Fingerprints the run `traceId` as stored now. */
+  async fingerprint(traceId: string): Promise<FingerprintOutcome> {
+    const [row] = await this.sql.query<RowWithStamp>(
+      // updated_at as text: its microseconds survive the round trip (a Date keeps milliseconds)
+      `SELECT ${TRACE_COLUMNS}, t.updated_at::text AS updated FROM traces t WHERE t.id = $1`,
+      [traceId],
+    );
+    if (row === undefined || row.status === 'running') return { kind: 'not-finished' };
+    const fingerprint = new TraceFingerprint(traceFromRow(row));
+    let events = 0;
+    let after: EventPosition | undefined;
+    do {
+      const page = await eventPage(this.sql, traceId, {
+        limit: PAGE_EVENTS,
+        maxBytes: PAGE_BYTES,
+        ...(after ? { after } : {}),
+      });
+      for (const event of page.events) fingerprint.addEvent(event);
+      events += page.events.length;
+      after = page.next ?? undefined;
+    } while (after !== undefined);
+    const traceHash = fingerprint.digest();
+
+    const [written] = await this.sql.query<{
+      still: boolean;
+      n: number | null;
+      last: string | null;
+    }>(
+      `WITH still AS (
+         SELECT t.id, t.status FROM traces t
+         WHERE t.id = $1 AND t.updated_at = $2::timestamptz
+           AND (SELECT count(*) FROM events e WHERE e.trace_id = t.id) = $3
+         FOR UPDATE
+       ),
+       last AS (
+         SELECT h.n, h.trace_hash FROM trace_hashes h WHERE h.trace_id = $1 ORDER BY h.n DESC LIMIT 1
+       ),
+       stored AS (
+         UPDATE traces t SET trace_hash = $4 FROM still s WHERE t.id = s.id RETURNING t.id
+       ),
+       added AS (
+         INSERT INTO trace_hashes (trace_id, n, trace_hash, version, status, event_count)
+         SELECT s.id, coalesce((SELECT l.n FROM last l), 0) + 1, $4, $5, s.status, $3
+         FROM still s
+         WHERE (SELECT count(*) FROM stored) > 0
+           AND NOT EXISTS (SELECT 1 FROM last l WHERE l.trace_hash = $4)
+         ON CONFLICT (trace_id, n) DO NOTHING
+         RETURNING n
+       )
+       SELECT EXISTS (SELECT 1 FROM still) AS still, (SELECT n FROM added) AS n,
+              (SELECT trace_hash FROM last) AS last`,
+      [traceId, row.updated, events, traceHash, TRACE_HASH_VERSION],
+    );
+    if (written === undefined || !written.still) return { kind: 'changed' };
+    if (written.n !== null) return { kind: 'fingerprinted', traceHash, n: written.n };
+    return { kind: 'unchanged', traceHash };
+  }
+
+  /** Every fingerprint the run had, oldest first. */
+  async history(traceId: string): Promise<TraceHashRecord[]> {
+    const rows = await this.sql.query<{
+      n: number;
+      trace_hash: string;
+      version: string;
+      status: string;
+      event_count: number;
+      computed_at: Date;
+    }>(
+      `SELECT n, trace_hash, version, status, event_count, computed_at
+       FROM trace_hashes WHERE trace_id = $1 ORDER BY n`,
+      [traceId],
+    );
+    return rows.map((r) => ({
+      n: r.n,
+      traceHash: r.trace_hash,
+      version: r.version,
+      status: r.status,
+      eventCount: r.event_count,
+      computedAt: r.computed_at.toISOString(),
+    }));
+  }
+}

@@ -1,0 +1,159 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { traceHashOf, type Event, type Trace } from '@flightlog/protocol';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { at, llmCallEvent, newId, traceSnapshot } from '../fixtures/batches.js';
+import { startTestWorker } from '../harness/analysis.js';
+import { runCli } from '../harness/cli-process.js';
+import { describeEngines } from '../harness/engines.js';
+import { postBatch, send } from '../harness/http.js';
+import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
+import { waitFor } from '../harness/wait.js';
+import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
+
+/*
+ * A finished run gets its fingerprint (`traceHash`) from the server, a changed run a new one with
+ * the old kept, and `flightlog verify` checks an export offline (issue 25, part 2).
+ */
+describeEngines('run fingerprints [%s]', (engine) => {
+  let server: TestServer;
+  let worker: AnalysisWorker;
+  let dir: string;
+  beforeAll(async () => {
+    server = await startTestServer(engine);
+    // the analysis worker fingerprints each finished run before its autopsy
+    worker = startTestWorker(server.store);
+    dir = mkdtempSync(join(tmpdir(), 'flightlog-verify-'));
+  });
+  afterAll(async () => {
+    await worker.stop(5_000);
+    await server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const post = async (agent: TestAgent, trace: Trace, events: Event[]) => {
+    const res = await postBatch(server.url, agent.apiKey, {
+      batchId: newId(),
+      items: [{ trace, events }],
+    });
+    expect(res.status, res.text).toBe(202);
+  };
+  const read = async (traceId: string, token: string) => {
+    const res = await send(server.url, `/v1/traces/${traceId}?limit=1000`, undefined, { token });
+    expect(res.status, res.text).toBe(200);
+    return res.body as { trace: Trace; events: Event[] };
+  };
+  /** The run once its fingerprint is `not` (null: once it has one). */
+  const fingerprinted = (traceId: string, token: string, not: string | null = null) =>
+    waitFor(async () => {
+      const run = await read(traceId, token);
+      return run.trace.traceHash !== null && run.trace.traceHash !== not ? run : undefined;
+    }, 'the run to be fingerprinted');
+  const exportFile = async (agentId: string, token: string, name: string) => {
+    const res = await send(server.url, `/v1/agents/${agentId}/export`, undefined, { token });
+    expect(res.status, res.text).toBe(200);
+    const path = join(dir, name);
+    writeFileSync(path, res.text);
+    return { path, text: res.text };
+  };
+
+  it('fingerprints a finished run (a client cannot set it), keeps each fingerprint it had, and verify checks the export', async () => {
+    const agent = await server.createAgent();
+    const token = await server.userToken(`viewer-${newId()}`, agent.agentId);
+    const trace = traceSnapshot({ status: 'running', eventCount: 2 });
+    const events = [0, 1, 2, 3].map((sequence) => llmCallEvent(trace.id, sequence));
+    await post(agent, trace, events.slice(0, 2));
+    const forged = { traceHash: 'f'.repeat(64), shareToken: 'guessable', anchorSlot: '1' };
+    const finished = {
+      ...trace,
+      ...forged,
+      status: 'completed' as const,
+      endedAt: at(2_000),
+      durationMs: 2_000,
+    };
+    await post(agent, finished, []);
+
+    const first = await fingerprinted(trace.id, token);
+    expect(first.trace).toMatchObject({ shareToken: null, anchorSlot: null, merkleProof: null });
+    expect(first.trace.traceHash).toBe(traceHashOf(first.trace, first.events));
+    expect(first.trace.traceHash).not.toBe(forged.traceHash);
+    // a running run has none: the running snapshot above was never fingerprinted
+    expect(await server.store.fingerprints.history(trace.id)).toMatchObject([
+      { n: 1, traceHash: first.trace.traceHash, status: 'completed', eventCount: 2 },
+    ]);
+
+    // The agent sends more of the run, and ends it again through the complete endpoint (each
+    // finalisation fingerprints the run as stored): a new fingerprint, the old one kept.
+    await post(agent, { ...finished, eventCount: 4 }, events.slice(2));
+    const completed = await send(
+      server.url,
+      `/v1/traces/${trace.id}/complete`,
+      { status: 'errored', errorMessage: 'slippage too high' },
+      { token: agent.apiKey },
+    );
+    expect(completed.status, completed.text).toBe(200);
+    const second = await fingerprinted(trace.id, token, first.trace.traceHash as string);
+    expect(second.events).toHaveLength(4);
+    expect(second.trace.traceHash).toBe(traceHashOf(second.trace, second.events));
+    const history = await server.store.fingerprints.history(trace.id);
+    expect(history.map((h) => [h.n, h.traceHash, h.status, h.eventCount])).toEqual([
+      [1, first.trace.traceHash, 'completed', 2],
+      [2, second.trace.traceHash, 'errored', 4],
+    ]);
+    // fingerprinting the same run again adds nothing
+    expect(await server.store.fingerprints.fingerprint(trace.id)).toEqual({
+      kind: 'unchanged',
+      traceHash: second.trace.traceHash,
+    });
+
+    // Offline: an export, and one run as the read API answers it, verify with no server at all.
+    const running = traceSnapshot();
+    await post(agent, running, [llmCallEvent(running.id, 0)]);
+    const { path, text } = await exportFile(agent.agentId, token, 'export.ndjson');
+    const ok = await runCli(['verify', path], {});
+    expect(ok.code, ok.stderr).toBe(0);
+    expect(ok.stdout).toContain(`verified       ${trace.id} ${second.trace.traceHash}`);
+    expect(ok.stdout).toContain(`no fingerprint ${running.id} (status running`);
+    expect(ok.stdout).toContain('1 verified, 0 failed, 1 without a fingerprint');
+    const single = join(dir, 'run.json');
+    writeFileSync(single, JSON.stringify(await read(trace.id, token), null, 2));
+    const one = await runCli(['verify', single], {});
+    expect(one.code, one.stderr).toBe(0);
+    expect(one.stdout).toContain('1 verified, 0 failed');
+
+    // One byte changed in an event, events reordered, a line that is not a run: each says why.
+    const line = text.split('\n').find((l) => l.includes(trace.id)) as string;
+    const run = JSON.parse(line) as { trace: Trace; events: Event[] };
+    const tampered = line.replace('Route via Orca', 'Route via 0rca');
+    expect(tampered).not.toBe(line);
+    const reordered = JSON.stringify({ ...run, events: [...run.events].reverse() });
+    const bad = join(dir, 'bad.ndjson');
+    writeFileSync(bad, `${tampered}\n${reordered}\n{"hello":1}\n`);
+    const failed = await runCli(['verify', bad], {});
+    expect(failed.code).toBe(1);
+    const [l1, l2, l3] = failed.stdout.split('\n');
+    expect(l1).toContain(`FAILED         ${trace.id}: the run's data does not give its traceHash`);
+    expect(l2).toContain(`FAILED         ${trace.id}: event ${run.events[2]?.id} (#1) is out of`);
+    expect(l3).toBe('FAILED         line 3: not a run: it has no "trace" object');
+    expect(failed.stdout).toContain('0 verified, 3 failed');
+
+    const missing = await runCli(['verify', join(dir, 'nothing.ndjson')], {});
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('cannot read');
+  });
+
+  it('gives a deleted run no fingerprint history left behind', async () => {
+    const agent = await server.createAgent();
+    const owner = await server.userToken(`owner-${newId()}`, agent.agentId, 'owner');
+    const trace = traceSnapshot({ status: 'completed', endedAt: at(1_000), eventCount: 1 });
+    await post(agent, trace, [llmCallEvent(trace.id, 0)]);
+    await fingerprinted(trace.id, owner);
+    const res = await send(server.url, `/v1/traces/${trace.id}`, undefined, {
+      token: owner,
+      method: 'DELETE',
+    });
+    expect(res.status, res.text).toBe(204);
+    expect(await server.store.fingerprints.history(trace.id)).toEqual([]);
+  });
+});
