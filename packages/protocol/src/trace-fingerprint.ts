@@ -1,6 +1,8 @@
 import { createHash, type Hash } from 'node:crypto';
+import { Type, type Static } from '@sinclair/typebox';
 import type { Event } from './event.js';
-import type { Trace } from './trace.js';
+import { Count, IsoDateTime, Nullable } from './primitives.js';
+import { TraceStatusSchema, type Trace } from './trace.js';
 
 /*
  * A finished run's fingerprint (`traceHash`): SHA-256, in lowercase hex, of the run's canonical
@@ -162,3 +164,31 @@ export function checkTraceHash(trace: Trace, events: readonly Event[]): TraceHas
     ? { kind: 'verified', traceHash: stored }
     : { kind: 'mismatch', traceHash: stored, computed };
 }
+
+/** One fingerprint a run had. */
+export const TraceHashRecordSchema = Type.Object(
+  {
+    /** 1 for the run's first fingerprint, then 2, 3… */
+    n: Count,
+    traceHash: Type.String(),
+    /** The canonical form hashed (`flightlog-trace/1`). */
+    version: Type.String(),
+    /** The run as hashed: its status and how many events it held. */
+    status: TraceStatusSchema,
+    eventCount: Count,
+    computedAt: IsoDateTime,
+  },
+  { additionalProperties: false },
+);
+export type TraceHashRecord = Static<typeof TraceHashRecordSchema>;
+
+/** Body of `GET /v1/traces/:id/fingerprints`: every fingerprint the run had, oldest first. */
+export const TraceFingerprintsSchema = Type.Object(
+  {
+    /** The run's current fingerprint (the last of `fingerprints`); null before the first. */
+    traceHash: Nullable(Type.String()),
+    fingerprints: Type.Array(TraceHashRecordSchema),
+  },
+  { additionalProperties: false },
+);
+export type TraceFingerprints = Static<typeof TraceFingerprintsSchema>;

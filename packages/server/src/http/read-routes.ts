@@ -9,6 +9,7 @@ import {
   TRACE_STATUSES,
   Text,
   TraceAnalysisSchema,
+  TraceFingerprintsSchema,
   TraceListSchema,
   TraceSchema,
 } from '@flightlog/protocol';
@@ -19,6 +20,7 @@ import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
 import { listAgents } from '../read/agent-list.js';
 import { readAgentStats } from '../read/agent-stats.js';
 import { readAnalysis } from '../read/analysis-reader.js';
+import { readFingerprints } from '../read/fingerprint-reader.js';
 import { listTraces, readTrace } from '../read/trace-reader.js';
 import type { Store } from '../store/open-store.js';
 import { requireUser, userOf } from './authentication.js';
@@ -91,6 +93,22 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
             'A trace is analysed once it is completed or errored.',
         );
       return outcome.analysis;
+    },
+  );
+
+  app.get(
+    '/v1/traces/:id/fingerprints',
+    {
+      schema: {
+        summary: 'Every fingerprint (traceHash) a run had, oldest first, and its current one',
+        params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
+        response: { 200: TraceFingerprintsSchema, 401: ProblemSchema, 404: ProblemSchema },
+      },
+    },
+    async (request) => {
+      const outcome = await readFingerprints(store, userOf(request), request.params.id);
+      if (outcome.kind === 'not-found') throw notFound();
+      return outcome.fingerprints;
     },
   );
 

@@ -1,4 +1,9 @@
-import { TRACE_HASH_VERSION, TraceFingerprint } from '@flightlog/protocol';
+import {
+  TRACE_HASH_VERSION,
+  TraceFingerprint,
+  type TraceHashRecord,
+  type TraceStatus,
+} from '@flightlog/protocol';
 import { eventPage, type EventPosition } from './event-pages.js';
 import type { SqlClient } from './sql-client.js';
 import { TRACE_COLUMNS, traceFromRow, type TraceRow } from './trace-rows.js';
@@ -28,16 +33,6 @@ export type FingerprintOutcome =
   | { kind: 'not-finished' }
   /** The run changed while it was read. */
   | { kind: 'changed' };
-
-/** One fingerprint a run had. */
-export interface TraceHashRecord {
-  n: number;
-  traceHash: string;
-  version: string;
-  status: string;
-  eventCount: number;
-  computedAt: string;
-}
 
 type RowWithStamp = TraceRow & { updated: string };
 
@@ -102,13 +97,26 @@ export class FingerprintStore {
     return { kind: 'unchanged', traceHash };
   }
 
-  /** Every fingerprint the run had, oldest first. */
-  async history(traceId: string): Promise<TraceHashRecord[]> {
+  /**
+   * Every fingerprint of the run `traceId`, oldest first, with its current one, when `userId` has
+   * a role on its agent; undefined otherwise (no such run, or not theirs).
+   */
+  async historyForMember(
+    userId: string,
+    traceId: string,
+  ): Promise<{ traceHash: string | null; fingerprints: TraceHashRecord[] } | undefined> {
+    const [run] = await this.sql.query<{ trace_hash: string | null }>(
+      `SELECT t.trace_hash FROM traces t
+       JOIN members m ON m.agent_id = t.agent_id AND m.user_id = $2
+       WHERE t.id = $1`,
+      [traceId, userId],
+    );
+    if (run === undefined) return undefined;
     const rows = await this.sql.query<{
       n: number;
       trace_hash: string;
       version: string;
-      status: string;
+      status: TraceStatus;
       event_count: number;
       computed_at: Date;
     }>(
@@ -116,13 +124,16 @@ export class FingerprintStore {
        FROM trace_hashes WHERE trace_id = $1 ORDER BY n`,
       [traceId],
     );
-    return rows.map((r) => ({
-      n: r.n,
-      traceHash: r.trace_hash,
-      version: r.version,
-      status: r.status,
-      eventCount: r.event_count,
-      computedAt: r.computed_at.toISOString(),
-    }));
+    return {
+      traceHash: run.trace_hash,
+      fingerprints: rows.map((r) => ({
+        n: r.n,
+        traceHash: r.trace_hash,
+        version: r.version,
+        status: r.status,
+        eventCount: r.event_count,
+        computedAt: r.computed_at.toISOString(),
+      })),
+    };
   }
 }

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { traceHashOf, type Event, type Trace } from '@flightlog/protocol';
+import { traceHashOf, type Event, type Trace, type TraceFingerprints } from '@flightlog/protocol';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { at, llmCallEvent, newId, traceSnapshot } from '../fixtures/batches.js';
 import { startTestWorker } from '../harness/analysis.js';
@@ -44,6 +44,11 @@ describeEngines('run fingerprints [%s]', (engine) => {
     expect(res.status, res.text).toBe(200);
     return res.body as { trace: Trace; events: Event[] };
   };
+  const history = async (traceId: string, token: string) => {
+    const res = await send(server.url, `/v1/traces/${traceId}/fingerprints`, undefined, { token });
+    expect(res.status, res.text).toBe(200);
+    return res.body as TraceFingerprints;
+  };
   /** The run once its fingerprint is `not` (null: once it has one). */
   const fingerprinted = (traceId: string, token: string, not: string | null = null) =>
     waitFor(async () => {
@@ -79,9 +84,12 @@ describeEngines('run fingerprints [%s]', (engine) => {
     expect(first.trace.traceHash).toBe(traceHashOf(first.trace, first.events));
     expect(first.trace.traceHash).not.toBe(forged.traceHash);
     // a running run has none: the running snapshot above was never fingerprinted
-    expect(await server.store.fingerprints.history(trace.id)).toMatchObject([
-      { n: 1, traceHash: first.trace.traceHash, status: 'completed', eventCount: 2 },
-    ]);
+    expect(await history(trace.id, token)).toMatchObject({
+      traceHash: first.trace.traceHash,
+      fingerprints: [
+        { n: 1, traceHash: first.trace.traceHash, status: 'completed', eventCount: 2 },
+      ],
+    });
 
     // The agent sends more of the run, and ends it again through the complete endpoint (each
     // finalisation fingerprints the run as stored): a new fingerprint, the old one kept.
@@ -96,8 +104,9 @@ describeEngines('run fingerprints [%s]', (engine) => {
     const second = await fingerprinted(trace.id, token, first.trace.traceHash as string);
     expect(second.events).toHaveLength(4);
     expect(second.trace.traceHash).toBe(traceHashOf(second.trace, second.events));
-    const history = await server.store.fingerprints.history(trace.id);
-    expect(history.map((h) => [h.n, h.traceHash, h.status, h.eventCount])).toEqual([
+    const kept = await history(trace.id, token);
+    expect(kept.traceHash).toBe(second.trace.traceHash);
+    expect(kept.fingerprints.map((h) => [h.n, h.traceHash, h.status, h.eventCount])).toEqual([
       [1, first.trace.traceHash, 'completed', 2],
       [2, second.trace.traceHash, 'errored', 4],
     ]);
@@ -143,17 +152,37 @@ describeEngines('run fingerprints [%s]', (engine) => {
     expect(missing.stderr).toContain('cannot read');
   });
 
-  it('gives a deleted run no fingerprint history left behind', async () => {
+  it("shows a run's fingerprints to its agent's members only, and a deleted run leaves none behind", async () => {
     const agent = await server.createAgent();
     const owner = await server.userToken(`owner-${newId()}`, agent.agentId, 'owner');
+    const other = await server.createAgent();
+    const outsider = await server.userToken(`outsider-${newId()}`, other.agentId, 'owner');
     const trace = traceSnapshot({ status: 'completed', endedAt: at(1_000), eventCount: 1 });
     await post(agent, trace, [llmCallEvent(trace.id, 0)]);
     await fingerprinted(trace.id, owner);
+    expect((await history(trace.id, owner)).fingerprints).toHaveLength(1);
+    const refused = await send(server.url, `/v1/traces/${trace.id}/fingerprints`, undefined, {
+      token: outsider,
+    });
+    // the same answer as for a run that does not exist
+    const none = await send(server.url, `/v1/traces/${newId()}/fingerprints`, undefined, {
+      token: outsider,
+    });
+    expect(refused.status).toBe(404);
+    expect(refused.body.detail).toBe(none.body.detail);
     const res = await send(server.url, `/v1/traces/${trace.id}`, undefined, {
       token: owner,
       method: 'DELETE',
     });
     expect(res.status, res.text).toBe(204);
-    expect(await server.store.fingerprints.history(trace.id)).toEqual([]);
+    const gone = await send(server.url, `/v1/traces/${trace.id}/fingerprints`, undefined, {
+      token: owner,
+    });
+    expect(gone.status).toBe(404);
+    const [left] = await server.store.sql.query<{ n: number }>(
+      'SELECT count(*)::int AS n FROM trace_hashes WHERE trace_id = $1',
+      [trace.id],
+    );
+    expect(left?.n).toBe(0);
   });
 });
