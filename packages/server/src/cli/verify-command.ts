@@ -9,7 +9,7 @@ import { checkTraceHash, type Event, type Trace, type TraceHashCheck } from '@fl
  * export API write it) or one run as the read API answers it (`{trace, events}`, any layout).
  */
 
-/** A run file larger than this is read as NDJSON only (one run a line): a whole-file JSON must fit. */
+/** One run as the read API answers it is read whole: at most this large. */
 const MAX_SINGLE_RUN_BYTES = 256 * 1024 * 1024;
 
 /** What was found for one run (or one line that is not a run). */
@@ -113,19 +113,18 @@ export async function verifyFile(
     verdicts.push(verdict);
     onVerdict(verdict);
   };
-  // One run as the read API answers it (pretty-printed or not)?
-  if (size <= MAX_SINGLE_RUN_BYTES) {
-    const text = await readFile(path, 'utf8');
+  // An export's first line is a whole run; a pretty-printed read-API answer's is not JSON.
+  if (!(await firstLineIsJson(path))) {
+    if (size > MAX_SINGLE_RUN_BYTES)
+      throw new VerifyUsageError(`${path} is neither NDJSON nor one run of at most 256 MiB`);
     let whole: unknown;
     try {
-      whole = JSON.parse(text);
+      whole = JSON.parse(await readFile(path, 'utf8'));
     } catch {
-      whole = undefined;
+      throw new VerifyUsageError(`${path} is neither NDJSON (one run a line) nor one JSON run`);
     }
-    if (typeof whole === 'object' && whole !== null && 'trace' in whole) {
-      add(verifyRun(whole, 1));
-      return tally(verdicts);
-    }
+    add(verifyRun(whole, 1));
+    return tally(verdicts);
   }
   const lines = createInterface({ input: createReadStream(path), crlfDelay: Infinity });
   let n = 0;
@@ -143,6 +142,24 @@ export async function verifyFile(
   }
   if (verdicts.length === 0) throw new VerifyUsageError(`${path} holds no run`);
   return tally(verdicts);
+}
+
+async function firstLineIsJson(path: string): Promise<boolean> {
+  const lines = createInterface({ input: createReadStream(path), crlfDelay: Infinity });
+  try {
+    for await (const line of lines) {
+      if (line.trim() === '') continue;
+      try {
+        JSON.parse(line);
+        return true;
+      } catch {
+        return false;
+      }
+    }
+    return true; // empty: reported as holding no run
+  } finally {
+    lines.close();
+  }
 }
 
 /** One line of the command's output for a verdict. */

@@ -147,6 +147,11 @@ describeEngines('run fingerprints [%s]', (engine) => {
     expect(l3).toBe('FAILED         line 3: not a run: it has no "trace" object');
     expect(failed.stdout).toContain('0 verified, 3 failed');
 
+    const notRuns = join(dir, 'notes.txt');
+    writeFileSync(notRuns, 'these are\nnot runs\n');
+    const refused = await runCli(['verify', notRuns], {});
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('is neither NDJSON (one run a line) nor one JSON run');
     const missing = await runCli(['verify', join(dir, 'nothing.ndjson')], {});
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('cannot read');
