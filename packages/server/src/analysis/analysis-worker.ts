@@ -18,9 +18,10 @@ export interface AnalysisWorkerOptions {
   queue: AnalysisStore;
   /**
    * Where a finished run's fingerprint (`traceHash`) is computed and kept: each job fingerprints
-   * its run before analysing it (a failure fails the job, which is retried like an analysis).
+   * its run before analysing it (a failure fails the job, which is retried like an analysis),
+   * and between jobs the worker fingerprints again the finished runs a later batch changed.
    */
-  fingerprints: Pick<FingerprintStore, 'fingerprint'>;
+  fingerprints: Pick<FingerprintStore, 'fingerprint' | 'claimDue' | 'doneDue'>;
   analyzer: Analyzer;
   logger: WorkerLogger;
   metrics: Pick<
@@ -47,6 +48,8 @@ export interface AnalysisWorkerOptions {
   workerId?: string;
 }
 
+/** Changed runs fingerprinted again per look at the queue, between analysis jobs. */
+const REFINGERPRINT_BATCH = 10;
 /** Shortest idle sleep: a runnable job another worker has just locked is about to go. */
 const MIN_SLEEP_MS = 20;
 /** Longest sleep after the store failed, however often. */
@@ -141,11 +144,15 @@ export class AnalysisWorker {
         if (this.storeFailures > 0)
           logger.info({ workerId: this.workerId }, 'analysis queue reachable again');
         this.storeFailures = 0;
+        // On PGlite every query resolves without I/O: a queue of jobs would keep the event
+        // loop from ever reaching other requests (another agent's reads waited out a 4,000-run
+        // flood). One turn of the loop between jobs lets them in.
         if (job) {
           await this.process(job);
-          // On PGlite every query resolves without I/O: a queue of jobs would keep the event
-          // loop from ever reaching other requests (another agent's reads waited out a
-          // 4,000-run flood). One turn of the loop between jobs lets them in.
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          continue;
+        }
+        if ((await this.refingerprintDue()) > 0) {
           await new Promise<void>((resolve) => setImmediate(resolve));
           continue;
         }
@@ -162,6 +169,29 @@ export class AnalysisWorker {
       await this.sleep(sleepMs);
     }
     logger.info({ workerId: this.workerId }, 'analysis worker stopped');
+  }
+
+  /**
+   * Fingerprints again a few finished runs that a later batch changed; how many it took. A run
+   * whose fingerprinting fails stays claimed until its lease runs out, then is taken again.
+   */
+  private async refingerprintDue(): Promise<number> {
+    const { fingerprints, logger, leaseMs } = this.options;
+    const due = await fingerprints.claimDue(REFINGERPRINT_BATCH, leaseMs);
+    for (const run of due) {
+      if (this.stopRequested) break;
+      try {
+        const outcome = await fingerprints.fingerprint(run.traceId);
+        // changed while read: the change marked the run again
+        if (outcome.kind !== 'changed') await fingerprints.doneDue(run);
+      } catch (error) {
+        logger.warn(
+          { workerId: this.workerId, traceId: run.traceId, error: describe(error) },
+          'fingerprinting a changed run failed; it is taken again after its lease',
+        );
+      }
+    }
+    return due.length;
   }
 
   private sleep(ms: number): Promise<void> {

@@ -29,7 +29,8 @@ const ANALYSED = ANALYSED_STATUSES.map((status) => `'${status}'`).join(', ');
  * 3. `stored` upserts the events (after the traces: it reads `written`); a re-sent event of the
  *    same trace and agent is updated in place, an id used elsewhere is not returned.
  * 4. `finished`/`superseded`/`queued` queue the analysis of each trace this statement moved to
- *    a finished status (see enqueueAnalysisSql).
+ *    a finished status (see enqueueAnalysisSql); `refinished` marks a run that had finished and
+ *    that this statement changed again, to be fingerprinted again (see fingerprint-store.ts).
  * 5. The final SELECT casts 'flightlog-id-conflict:<pointer>' to an integer when a trace or an
  *    event id belongs to someone else, or a `new_traces` batch's trace exists already (first by
  *    trace order, trace before its events): the error aborts the statement, so nothing at all
@@ -166,6 +167,21 @@ stored AS (
   -- a re-sent event of the same trace is updated in place; an id used elsewhere is refused
   WHERE events.agent_id = EXCLUDED.agent_id AND events.trace_id = EXCLUDED.trace_id
   RETURNING id
+),
+refinished AS (
+  -- a run that had finished before this statement and that it changed again (a later snapshot,
+  -- or events under an older one): fingerprinted again after the grace (fingerprint-store.ts)
+  INSERT INTO fingerprint_due (trace_id, due_at)
+  SELECT t.id, now() + make_interval(secs => $14::float8 / 1000)
+  FROM incoming t
+  WHERE t.ok AND NOT t.dropped
+    AND (SELECT t0.status FROM traces t0 WHERE t0.id = t.id AND t0.agent_id = t.agent)
+        IN (${ANALYSED})
+    AND (t.id IN (SELECT w.id FROM written w WHERE w.status IN (${ANALYSED}))
+         OR t.pos IN (SELECT e.trace_pos FROM incoming_events e))
+    AND (SELECT count(*) FROM stored) >= 0
+  ORDER BY t.id
+  ON CONFLICT (trace_id) DO UPDATE SET due_at = EXCLUDED.due_at
 ),
 finished AS (
   SELECT w.id, w.agent_id FROM written w JOIN incoming t ON t.id = w.id

@@ -1,4 +1,5 @@
 import {
+  ANALYSED_STATUSES,
   TRACE_HASH_VERSION,
   TraceFingerprint,
   type TraceHashRecord,
@@ -29,10 +30,16 @@ export type FingerprintOutcome =
   | { kind: 'fingerprinted'; traceHash: string; n: number }
   /** The run still has the fingerprint it had. */
   | { kind: 'unchanged'; traceHash: string }
-  /** The run is running again, or is gone: nothing to fingerprint. */
+  /** The run is not completed or errored (running, timed out), or is gone. */
   | { kind: 'not-finished' }
   /** The run changed while it was read. */
   | { kind: 'changed' };
+
+/** A run taken to be fingerprinted again, until `claimedUntil` (text: exact to the µs). */
+export interface DueFingerprint {
+  traceId: string;
+  claimedUntil: string;
+}
 
 type RowWithStamp = TraceRow & { updated: string };
 
@@ -46,7 +53,9 @@ export class FingerprintStore {
       `SELECT ${TRACE_COLUMNS}, t.updated_at::text AS updated FROM traces t WHERE t.id = $1`,
       [traceId],
     );
-    if (row === undefined || row.status === 'running') return { kind: 'not-finished' };
+    // Finished means completed or errored, as for analysis: a run that timed out did not finish.
+    if (row === undefined || !ANALYSED_STATUSES.includes(row.status))
+      return { kind: 'not-finished' };
     const fingerprint = new TraceFingerprint(traceFromRow(row));
     let events = 0;
     let after: EventPosition | undefined;
@@ -95,6 +104,30 @@ export class FingerprintStore {
     if (written === undefined || !written.still) return { kind: 'changed' };
     if (written.n !== null) return { kind: 'fingerprinted', traceHash, n: written.n };
     return { kind: 'unchanged', traceHash };
+  }
+
+  /**
+   * Takes up to `limit` runs marked to be fingerprinted again whose time has come (the batch
+   * statement's `refinished`), each for `leaseMs`: a worker that dies leaves them to be taken
+   * again. Hand each back with {@link doneDue} once fingerprinted.
+   */
+  async claimDue(limit: number, leaseMs: number): Promise<DueFingerprint[]> {
+    return this.sql.query<DueFingerprint>(
+      `UPDATE fingerprint_due d SET due_at = now() + make_interval(secs => $2::float8 / 1000)
+       WHERE d.trace_id IN (
+         SELECT f.trace_id FROM fingerprint_due f WHERE f.due_at <= now()
+         ORDER BY f.due_at LIMIT $1 FOR UPDATE SKIP LOCKED)
+       RETURNING d.trace_id AS "traceId", d.due_at::text AS "claimedUntil"`,
+      [limit, leaseMs],
+    );
+  }
+
+  /** Unmarks a run fingerprinted again, unless a change marked it anew since it was claimed. */
+  async doneDue(due: DueFingerprint): Promise<void> {
+    await this.sql.query(
+      'DELETE FROM fingerprint_due WHERE trace_id = $1 AND due_at = $2::timestamptz',
+      [due.traceId, due.claimedUntil],
+    );
   }
 
   /**

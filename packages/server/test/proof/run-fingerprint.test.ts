@@ -49,12 +49,18 @@ describeEngines('run fingerprints [%s]', (engine) => {
     expect(res.status, res.text).toBe(200);
     return res.body as TraceFingerprints;
   };
-  /** The run once its fingerprint is `not` (null: once it has one). */
+  /**
+   * The run once its fingerprint is that of the run as it reads now (and not `not`): a worker
+   * may fingerprint an intermediate state first, which the test then waits past.
+   */
   const fingerprinted = (traceId: string, token: string, not: string | null = null) =>
     waitFor(async () => {
       const run = await read(traceId, token);
-      return run.trace.traceHash !== null && run.trace.traceHash !== not ? run : undefined;
-    }, 'the run to be fingerprinted');
+      const hash = run.trace.traceHash;
+      return hash !== null && hash !== not && hash === traceHashOf(run.trace, run.events)
+        ? run
+        : undefined;
+    }, 'the run to be fingerprinted as it is');
   const exportFile = async (agentId: string, token: string, name: string) => {
     const res = await send(server.url, `/v1/agents/${agentId}/export`, undefined, { token });
     expect(res.status, res.text).toBe(200);
@@ -106,10 +112,13 @@ describeEngines('run fingerprints [%s]', (engine) => {
     expect(second.trace.traceHash).toBe(traceHashOf(second.trace, second.events));
     const kept = await history(trace.id, token);
     expect(kept.traceHash).toBe(second.trace.traceHash);
-    expect(kept.fingerprints.map((h) => [h.n, h.traceHash, h.status, h.eventCount])).toEqual([
-      [1, first.trace.traceHash, 'completed', 2],
-      [2, second.trace.traceHash, 'errored', 4],
-    ]);
+    const rows = kept.fingerprints.map((h) => [h.n, h.traceHash, h.status, h.eventCount]);
+    expect(rows[0]).toEqual([1, first.trace.traceHash, 'completed', 2]);
+    expect(rows.at(-1)).toEqual([rows.length, second.trace.traceHash, 'errored', 4]);
+    // the batch that added the events may have been fingerprinted on its own before the
+    // complete call: then as completed with 4 events, in between
+    if (rows.length === 3) expect(rows[1]).toMatchObject([2, expect.any(String), 'completed', 4]);
+    expect([2, 3]).toContain(rows.length);
     // fingerprinting the same run again adds nothing
     expect(await server.store.fingerprints.fingerprint(trace.id)).toEqual({
       kind: 'unchanged',
@@ -155,6 +164,66 @@ describeEngines('run fingerprints [%s]', (engine) => {
     const missing = await runCli(['verify', join(dir, 'nothing.ndjson')], {});
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('cannot read');
+  });
+
+  it('fingerprints a finished run again when a later batch changes it: a newer snapshot, or late events under an older one', async () => {
+    const agent = await server.createAgent();
+    const token = await server.userToken(`viewer-${newId()}`, agent.agentId);
+    const trace = traceSnapshot({ status: 'completed', endedAt: at(3_000), eventCount: 2 });
+    const events = [0, 1, 2, 3].map((sequence) => llmCallEvent(trace.id, sequence));
+    await post(agent, trace, events.slice(0, 2));
+    const first = await fingerprinted(trace.id, token);
+
+    await post(agent, { ...trace, eventCount: 3, outputSummary: 'done, late' }, [
+      events[2] as Event,
+    ]);
+    const second = await fingerprinted(trace.id, token, first.trace.traceHash as string);
+    expect(second.events).toHaveLength(3);
+    expect(second.trace.traceHash).toBe(traceHashOf(second.trace, second.events));
+
+    // an older snapshot does not overwrite the run, but its event is stored: part of the run
+    await post(agent, { ...trace, status: 'running', eventCount: 1 }, [events[3] as Event]);
+    const third = await fingerprinted(trace.id, token, second.trace.traceHash as string);
+    expect(third.events).toHaveLength(4);
+    expect(third.trace.outputSummary).toBe('done, late');
+    expect(third.trace.traceHash).toBe(traceHashOf(third.trace, third.events));
+    expect((await history(trace.id, token)).fingerprints.map((h) => h.eventCount)).toEqual([
+      2, 3, 4,
+    ]);
+    // nothing is left marked once the worker is through
+    await waitFor(async () => {
+      const [row] = await server.store.sql.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM fingerprint_due WHERE trace_id = $1',
+        [trace.id],
+      );
+      return row?.n === 0 ? true : undefined;
+    }, 'the mark to be cleared');
+  });
+
+  it('leaves a changed run claimed by a worker that died to the next worker, after the lease', async () => {
+    const agent = await server.createAgent();
+    const token = await server.userToken(`viewer-${newId()}`, agent.agentId);
+    const trace = traceSnapshot({ status: 'completed', endedAt: at(1_000), eventCount: 1 });
+    await post(agent, trace, [llmCallEvent(trace.id, 0)]);
+    await fingerprinted(trace.id, token);
+    await worker.stop(5_000);
+    try {
+      await post(agent, { ...trace, eventCount: 2 }, [llmCallEvent(trace.id, 1)]);
+      // a worker takes it for 300 ms, then dies before fingerprinting it
+      const claimed = await server.store.fingerprints.claimDue(100, 300);
+      expect(claimed.map((d) => d.traceId)).toContain(trace.id);
+      expect(
+        (await server.store.fingerprints.claimDue(100, 300)).map((d) => d.traceId),
+      ).not.toContain(trace.id);
+    } finally {
+      worker = startTestWorker(server.store);
+    }
+    await waitFor(async () => {
+      const run = await read(trace.id, token);
+      return run.events.length === 2 && run.trace.traceHash === traceHashOf(run.trace, run.events)
+        ? run
+        : undefined;
+    }, 'the changed run to be fingerprinted by the next worker');
   });
 
   it("shows a run's fingerprints to its agent's members only, and a deleted run leaves none behind", async () => {
