@@ -7,6 +7,7 @@ import {
 } from '@flightlog/protocol';
 import { eventPage, type EventPosition } from './event-pages.js';
 import type { SqlClient } from './sql-client.js';
+import { isoFromRow } from './row-dates.js';
 import { TRACE_COLUMNS, traceFromRow, type TraceRow } from './trace-rows.js';
 
 /*
@@ -165,7 +166,7 @@ export class FingerprintStore {
         version: r.version,
         status: r.status,
         eventCount: r.event_count,
-        computedAt: r.computed_at.toISOString(),
+        computedAt: isoFromRow(r.computed_at),
       })),
     };
   }

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { traceHashOf, type Event, type Trace, type TraceFingerprints } from '@flightlog/protocol';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { at, llmCallEvent, newId, traceSnapshot } from '../fixtures/batches.js';
+import { newMasterKey, seal } from '../fixtures/runs.js';
 import { startTestWorker } from '../harness/analysis.js';
 import { runCli } from '../harness/cli-process.js';
 import { describeEngines } from '../harness/engines.js';
@@ -181,10 +182,17 @@ describeEngines('run fingerprints [%s]', (engine) => {
     expect(second.events).toHaveLength(3);
     expect(second.trace.traceHash).toBe(traceHashOf(second.trace, second.events));
 
-    // an older snapshot does not overwrite the run, but its event is stored: part of the run
-    await post(agent, { ...trace, status: 'running', eventCount: 1 }, [events[3] as Event]);
+    // an older snapshot does not overwrite the run, but its event is stored: part of the run;
+    // encrypted, it is hashed as stored, so the fingerprint is checked without the key
+    const envelope = seal(
+      { name: 'vault.lookup', input: { seedHint: 'SECRET-1' } },
+      newMasterKey(),
+    );
+    const sealed = { ...(events[3] as Event), payloadEncrypted: true, payload: envelope };
+    await post(agent, { ...trace, status: 'running', eventCount: 1 }, [sealed]);
     const third = await fingerprinted(trace.id, token, second.trace.traceHash as string);
     expect(third.events).toHaveLength(4);
+    expect(third.events[3]).toMatchObject({ payloadEncrypted: true, payload: envelope });
     expect(third.trace.outputSummary).toBe('done, late');
     expect(third.trace.traceHash).toBe(traceHashOf(third.trace, third.events));
     expect((await history(trace.id, token)).fingerprints.map((h) => h.eventCount)).toEqual([
