@@ -98,7 +98,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       deps.logger === false
         ? false
         : {
-            level: config.logLevel,
+            level: config.process.logLevel,
             // Keys, tokens and payloads never reach the logs: requests are logged by method,
             // route and id only, and these are redacted should a serializer ever include them.
             redact: ['req.headers.authorization', 'req.headers.cookie', 'req.body', 'res.body'],
@@ -110,10 +110,12 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : requestIds();
     },
-    requestTimeout: config.requestTimeoutMs,
+    requestTimeout: config.http.requestTimeoutMs,
     // request.ip: the connection's address unless TRUST_PROXY names the proxies in front
     trustProxy:
-      typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
+      typeof config.http.trustProxy === 'number'
+        ? trustHops(config.http.trustProxy)
+        : config.http.trustProxy,
     // Node looks for requests past their header or request timeout only this often (30 s by
     // default), which would let a slow-loris sender hold a connection far past the limits.
     http: { connectionsCheckingInterval: 1_000 },
@@ -124,26 +126,26 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   // Validation that stops: first error at once, all errors only for small bodies (issue 15).
   app.setValidatorCompiler(boundedValidatorCompiler());
   // Headers must arrive promptly even when the body may take longer (slow-loris senders).
-  app.server.headersTimeout = Math.min(10_000, config.requestTimeoutMs);
+  app.server.headersTimeout = Math.min(10_000, config.http.requestTimeoutMs);
 
   const metrics = new Metrics();
   const credentialGuesses = () =>
     new KeyGuessLimiter({
-      maxFailures: config.apiKeyMaxFailures,
-      windowMs: config.apiKeyFailureWindowMs,
+      maxFailures: config.auth.apiKeyMaxFailures,
+      windowMs: config.auth.apiKeyFailureWindowMs,
       maxAddresses: 10_000,
     });
   const apiKeys = new ApiKeyResolver(store.agents, {
-    ttlMs: config.apiKeyCacheMs,
+    ttlMs: config.auth.apiKeyCacheMs,
     maxEntries: 10_000,
     guesses: credentialGuesses(),
     onLookup: (found) => metrics.apiKeyLookups.inc({ result: found ? 'found' : 'unknown' }),
   });
   const identity = createIdentityVerifier({
-    ...(config.jwtSecret ? { secret: config.jwtSecret } : {}),
-    ...(config.jwtJwksUrl ? { jwksUrl: config.jwtJwksUrl } : {}),
-    ...(config.jwtIssuer ? { issuer: config.jwtIssuer } : {}),
-    ...(config.jwtAudience ? { audience: config.jwtAudience } : {}),
+    ...(config.auth.jwtSecret ? { secret: config.auth.jwtSecret } : {}),
+    ...(config.auth.jwtJwksUrl ? { jwksUrl: config.auth.jwtJwksUrl } : {}),
+    ...(config.auth.jwtIssuer ? { issuer: config.auth.jwtIssuer } : {}),
+    ...(config.auth.jwtAudience ? { audience: config.auth.jwtAudience } : {}),
   });
 
   app.decorateRequest('agent', undefined);
@@ -158,24 +160,24 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   registerRequestMetrics(app, metrics);
   // Before the routes, so that every route's requests take their turn (issue 15).
   const admission = new FairAdmission({
-    maxInFlight: config.admissionMaxInFlight,
-    maxQueuedPerTenant: config.admissionMaxQueuedPerTenant,
-    maxQueued: config.admissionMaxQueued,
-    maxWaitMs: config.admissionMaxWaitMs,
+    maxInFlight: config.admission.maxInFlight,
+    maxQueuedPerTenant: config.admission.maxQueuedPerTenant,
+    maxQueued: config.admission.maxQueued,
+    maxWaitMs: config.admission.maxWaitMs,
   });
   registerFairAdmission(app, admission, metrics);
   const largeBodies =
-    config.largeBodyWorkers > 0
+    config.http.largeBodyWorkers > 0
       ? new BodyParsePool({
-          workers: config.largeBodyWorkers,
-          maxPerKey: config.largeBodyMaxPerAgent,
+          workers: config.http.largeBodyWorkers,
+          maxPerKey: config.http.largeBodyMaxPerAgent,
           // each waiting body is held in memory: at most this many times MAX_BODY_BYTES
-          maxQueued: Math.max(config.largeBodyMaxPerAgent, 64),
+          maxQueued: Math.max(config.http.largeBodyMaxPerAgent, 64),
         })
       : undefined;
-  const bodyLimits = { maxBytes: config.maxBodyBytes };
+  const bodyLimits = { maxBytes: config.http.maxBodyBytes };
   const largeBodyParsing = largeBodies
-    ? { pool: largeBodies, minBytes: config.largeBodyBytes }
+    ? { pool: largeBodies, minBytes: config.http.largeBodyBytes }
     : undefined;
   registerJsonBody(app, bodyLimits, largeBodyParsing);
 
@@ -200,34 +202,34 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   const bus =
     deps.bus ??
     createInProcessBus({
-      maxBytes: config.liveBufferMaxBytes,
-      agentMaxBytes: config.liveAgentBufferMaxBytes,
+      maxBytes: config.live.bufferMaxBytes,
+      agentMaxBytes: config.live.agentBufferMaxBytes,
     });
-  const streams = new StreamRegistry(config.liveMaxStreamsPerUser);
+  const streams = new StreamRegistry(config.live.maxStreamsPerUser);
   metrics.watchLiveBacklog(() => bus.backlog());
 
   const streamAccess = new StreamAccessGuard(streams, store.agents, {
-    intervalMs: config.liveAccessCheckMs,
+    intervalMs: config.live.accessCheckMs,
     logger: app.log,
     onRevoked: (count, via) => metrics.liveStreamsRevoked.inc({ via }, count),
     onCheckFailed: () => metrics.liveAccessCheckFailures.inc(),
     bus,
   });
   const onAnalysisQueued = deps.onAnalysisQueued;
-  const live = new LivePublisher(bus, config.livePublishTimeoutMs, (error: unknown) => {
+  const live = new LivePublisher(bus, config.live.publishTimeoutMs, (error: unknown) => {
     metrics.livePublishFailures.inc();
     app.log.warn({ err: error }, 'live publish failed');
   });
   const ingest = {
     traces: store.traces,
-    analysisGraceMs: config.analysisGraceMs,
+    analysisGraceMs: config.analysis.graceMs,
     ...(onAnalysisQueued
-      ? { onAnalysisQueued: () => onAnalysisQueued(config.analysisGraceMs) }
+      ? { onAnalysisQueued: () => onAnalysisQueued(config.analysis.graceMs) }
       : {}),
     live,
     largeWrites: {
-      turns: new AgentWriteTurns(config.largeBodyMaxPerAgent),
-      minBytes: config.largeBodyBytes,
+      turns: new AgentWriteTurns(config.http.largeBodyMaxPerAgent),
+      minBytes: config.http.largeBodyBytes,
     },
     traceTurns: new KeyedTurns(),
     recentOtlpTraces: new RecentIds(RECENT_OTLP_TRACES),
@@ -263,8 +265,8 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   const onRunDeleted = () => metrics.lifecycleRuns.inc({ action: 'deleted' });
   await app.register(lifecycleRoutes, { identity, deletion, onRunDeleted });
   const exports: ExportStreaming = {
-    slots: new ExportSlots({ maxPerTenant: config.exportMaxPerUser, maxTotal: config.exportMax }),
-    stallTimeoutMs: config.exportStallTimeoutMs,
+    slots: new ExportSlots({ maxPerTenant: config.export.maxPerUser, maxTotal: config.export.max }),
+    stallTimeoutMs: config.export.stallTimeoutMs,
   };
   await app.register(exportRoutes, { store, identity, streaming: exports });
   await app.register(ingestRoutes, { ingest, apiKeys, metrics });
@@ -279,7 +281,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   await app.register(agentRoutes, {
     store,
     identity,
-    agentCreators: config.agentCreators,
+    agentCreators: config.auth.agentCreators,
     apiKeys,
     streamAccess,
   });
@@ -288,17 +290,17 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     identity,
     bus,
     streams,
-    heartbeatMs: config.liveHeartbeatMs,
-    maxQueueBytes: config.liveMaxQueueBytes,
-    queueBudget: new QueueBudget(config.liveMaxTotalQueueBytes),
-    retryMs: config.liveRetryMs,
-    stallTimeoutMs: config.liveStallTimeoutMs,
+    heartbeatMs: config.live.heartbeatMs,
+    maxQueueBytes: config.live.maxQueueBytes,
+    queueBudget: new QueueBudget(config.live.maxTotalQueueBytes),
+    retryMs: config.live.retryMs,
+    stallTimeoutMs: config.live.stallTimeoutMs,
   });
-  if (config.adminToken)
+  if (config.auth.adminToken)
     await app.register(adminRoutes, {
       store,
-      adminToken: config.adminToken,
-      hidden: config.adminApiHidden === true,
+      adminToken: config.auth.adminToken,
+      hidden: config.auth.adminApiHidden === true,
       apiKeys,
       streamAccess,
       bus,
@@ -311,7 +313,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   if (dashboardAssets)
     await app.register(dashboardRoutes, {
       assetsDir: dashboardAssets,
-      signIn: dashboardSignIn(config),
+      signIn: dashboardSignIn(config.auth),
     });
   else app.log.warn('the dashboard is not built (npm run build): / answers 404');
 

@@ -140,7 +140,7 @@ function warn(message: string): void {
 
 /** The store for a command, migrated as the command says. */
 function openCommandStore(config: Config, migrate: boolean): Promise<Store> {
-  return openStore({ ...storeOptionsFrom(config, 'command'), migrate });
+  return openStore({ ...storeOptionsFrom(config.store, 'command'), migrate });
 }
 
 /**
@@ -180,8 +180,8 @@ function withAdministration<T>(
       work(
         new AdminApiClient(
           server.url,
-          adminCredential(config.dataDir, server, config),
-          describeServer(config.dataDir, server),
+          adminCredential(config.store.dataDir, server, config),
+          describeServer(config.store.dataDir, server),
         ),
       ),
   });
@@ -203,8 +203,8 @@ function exportRuns(config: Config, command: ExportCommand): Promise<void> {
     viaServer: async (server) => {
       const client = new AdminApiClient(
         server.url,
-        adminCredential(config.dataDir, server, config),
-        describeServer(config.dataDir, server),
+        adminCredential(config.store.dataDir, server, config),
+        describeServer(config.store.dataDir, server),
       );
       const source = await client.exportRuns(command.agentId, exportQueryString(command));
       if (!source) throw new UsageError(`no agent ${command.agentId}`);
@@ -216,7 +216,7 @@ function exportRuns(config: Config, command: ExportCommand): Promise<void> {
 async function serve(configured: Config): Promise<void> {
   const { config, localSecret, adminApi } = serveIdentity(configured);
   const terminal = process.stdout.isTTY === true;
-  const pretty = (config.logFormat ?? (terminal ? 'pretty' : 'json')) === 'pretty';
+  const pretty = (config.process.logFormat ?? (terminal ? 'pretty' : 'json')) === 'pretty';
   const server = await startServer(
     config,
     pretty ? { logger: { destination: prettyLogDestination(process.stdout, terminal) } } : {},
@@ -228,7 +228,7 @@ async function serve(configured: Config): Promise<void> {
   let removeServerFile = () => {};
   if (store === 'pglite')
     try {
-      removeServerFile = writeServerFile(config.dataDir, {
+      removeServerFile = writeServerFile(config.store.dataDir, {
         url: server.url,
         pid: process.pid,
         adminApi,
@@ -237,7 +237,7 @@ async function serve(configured: Config): Promise<void> {
       log.warn({ err: error }, 'CLI commands cannot reach this server: its file was not written');
     }
   // an operator should see at a glance whether a 202 survives a power cut
-  const durability = store === 'pglite' ? { durability: config.dataDirDurability } : {};
+  const durability = store === 'pglite' ? { durability: config.store.dataDirDurability } : {};
   log.info({ url: server.url, store, ...durability }, 'flightlog listening');
   if (localSecret) {
     // where the secret is, never the secret; the sign-in link is printed to a terminal only
@@ -251,16 +251,16 @@ async function serve(configured: Config): Promise<void> {
         'the local secret is readable by others: chmod 600',
       );
   }
-  if (config.startUpBanner ?? terminal) {
+  if (config.process.startUpBanner ?? terminal) {
     const port = Number(new URL(server.url).port);
-    const dashboardUrl = dashboardBaseUrl({ publicUrl: config.publicUrl, port });
+    const dashboardUrl = dashboardBaseUrl({ publicUrl: config.http.publicUrl, port });
     const signIn =
       localSecret && (await dashboardLink(localSecret.secret, LOCAL_OPERATOR, dashboardUrl));
     process.stdout.write(
       startUpBanner({
         config,
         dashboardUrl,
-        listening: { host: config.host, port },
+        listening: { host: config.http.host, port },
         signInLink: signIn || undefined,
         localSecret,
         adminApi,
@@ -284,8 +284,9 @@ async function serve(configured: Config): Promise<void> {
  * configuration the local secret a server made in the data directory.
  */
 function tokenSecret(config: Config, command: string): string {
-  if (config.jwtSecret) return config.jwtSecret;
-  const local = config.jwtJwksUrl === undefined ? readLocalSecret(config.dataDir) : undefined;
+  if (config.auth.jwtSecret) return config.auth.jwtSecret;
+  const local =
+    config.auth.jwtJwksUrl === undefined ? readLocalSecret(config.store.dataDir) : undefined;
   if (local) return local;
   throw new UsageError(
     `${command} needs JWT_SECRET, or the local secret a first \`flightlog serve\` makes in DATA_DIR`,
@@ -365,7 +366,7 @@ async function main(argv: string[]): Promise<void> {
         // a server migrates when it starts, under the same lock: nothing is left to apply
         viaServer: async (server) => {
           process.stderr.write(
-            `${describeServer(config.dataDir, server)} applied the migrations when it started; ` +
+            `${describeServer(config.store.dataDir, server)} applied the migrations when it started; ` +
               'a newer version applies its own when it is restarted\n',
           );
           print({ applied: [] });
@@ -454,7 +455,9 @@ async function main(argv: string[]): Promise<void> {
       const secret = tokenSecret(config, 'dashboard-link');
       const ttl = ttlSeconds(values.ttl, DASHBOARD_LINK_TTL_SECONDS);
       const user = required(values.user, '--user');
-      process.stdout.write(`${await dashboardLink(secret, user, dashboardBaseUrl(config), ttl)}\n`);
+      process.stdout.write(
+        `${await dashboardLink(secret, user, dashboardBaseUrl(config.http), ttl)}\n`,
+      );
       return;
     }
     default:

@@ -10,26 +10,75 @@ import {
   type LifecycleConfig,
 } from './lifecycle/lifecycle-config.js';
 
-/** Service configuration, read once from the environment at start-up. */
+/**
+ * Service configuration, read once from the environment at start-up, grouped by the part of the
+ * service each setting belongs to: a module is handed its own group (`storeOptionsFrom(config.store)`,
+ * `analyzerFromConfig(config.analysis)`), not the whole. docs/configuration.md lists the variables.
+ */
 export interface Config {
+  http: HttpConfig;
+  store: StoreConfig;
+  auth: AuthConfig;
+  admission: AdmissionConfig;
+  live: LiveConfig;
+  analysis: AnalysisConfig;
+  /** Run timeouts, retention, deletion tombstones and the sweeper (lifecycle/lifecycle-config.ts). */
+  lifecycle: LifecycleConfig;
+  export: ExportConfig;
+  process: ProcessConfig;
+}
+
+/** Where the service listens and what one request may be. */
+export interface HttpConfig {
   port: number;
   host: string;
+  /**
+   * Where people reach this service (`PUBLIC_URL`), e.g. behind a proxy: the base of the
+   * dashboard sign-in links the CLI prints. No query or fragment (the link adds its own).
+   */
+  publicUrl: string | undefined;
+  /**
+   * Which proxies in front of the service to believe about the client's address
+   * (`TRUST_PROXY`): none (false), their addresses or CIDR ranges, or a number of hops.
+   */
+  trustProxy: false | number | string[];
+  /** Largest request body, both as received and after gzip inflation. */
+  maxBodyBytes: number;
+  /**
+   * Bodies of at least this many bytes (after inflation) are parsed and validated on worker
+   * threads, taking turns by agent (`LARGE_BODY_BYTES`), so one agent's big bodies do not hold
+   * the event loop everyone's requests are served on.
+   */
+  largeBodyBytes: number;
+  /** Worker threads for large bodies (`LARGE_BODY_WORKERS`; 0 parses them in line). */
+  largeBodyWorkers: number;
+  /** Large bodies one agent may have waiting or parsing at once (`LARGE_BODY_MAX_PER_AGENT`). */
+  largeBodyMaxPerAgent: number;
+  requestTimeoutMs: number;
+}
+
+/** The storage engine: PGlite in `dataDir`, or PostgreSQL at `databaseUrl`. */
+export interface StoreConfig {
   /** PGlite data directory, used when `databaseUrl` is absent. */
   dataDir: string;
   /** What an acknowledged batch in `dataDir` survives (`DATA_DIR_DURABILITY`). */
   dataDirDurability: DataDirDurability;
   databaseUrl: string | undefined;
   databaseSchema: string | undefined;
-  databasePoolSize: number;
+  /** PostgreSQL connections of a server (`DATABASE_POOL_SIZE`). */
+  poolSize: number;
   /** PostgreSQL statement deadline (`DATABASE_STATEMENT_TIMEOUT_MS`); silence is given up 2 s later. */
-  databaseStatementTimeoutMs: number;
+  statementTimeoutMs: number;
   /**
    * Group commit (`INGEST_GROUP_MAX_BATCHES`, `INGEST_GROUP_CONCURRENCY`): batches that arrive
    * while `concurrency` batch statements are under way are written together, up to `maxBatches`
    * in one statement (1: each alone). Concurrency defaults to the engine's (see open-store.ts).
    */
   ingestGroup: { maxBatches: number; concurrency?: number };
-  redisUrl: string | undefined;
+}
+
+/** Who may do what: the admin token, identity tokens, API keys and who creates agents. */
+export interface AuthConfig {
   adminToken: string | undefined;
   /**
    * The admin token was derived from the local secret (zero-configuration mode), not configured:
@@ -47,66 +96,107 @@ export interface Config {
    * code with PKCE, in the browser) and sends the ID token it gets, whose `aud` is this client.
    */
   dashboardOidcClientId: string | undefined;
-  /**
-   * Where people reach this service (`PUBLIC_URL`), e.g. behind a proxy: the base of the
-   * dashboard sign-in links the CLI prints. No query or fragment (the link adds its own).
-   */
-  publicUrl: string | undefined;
-  /** Largest request body, both as received and after gzip inflation. */
-  maxBodyBytes: number;
-  /**
-   * Bodies of at least this many bytes (after inflation) are parsed and validated on worker
-   * threads, taking turns by agent (`LARGE_BODY_BYTES`), so one agent's big bodies do not hold
-   * the event loop everyone's requests are served on.
-   */
-  largeBodyBytes: number;
-  /** Worker threads for large bodies (`LARGE_BODY_WORKERS`; 0 parses them in line). */
-  largeBodyWorkers: number;
-  /** Large bodies one agent may have waiting or parsing at once (`LARGE_BODY_MAX_PER_AGENT`). */
-  largeBodyMaxPerAgent: number;
   apiKeyCacheMs: number;
   /** Failed API key authentications one client address may make per window before `429`. */
   apiKeyMaxFailures: number;
   /** The window of `apiKeyMaxFailures`, from an address's first failure. */
   apiKeyFailureWindowMs: number;
   /**
-   * Which proxies in front of the service to believe about the client's address
-   * (`TRUST_PROXY`): none (false), their addresses or CIDR ranges, or a number of hops.
+   * Users who may create agents from the dashboard (`AGENT_CREATORS`, comma-separated user ids),
+   * each becoming the owner of the agents they create. Without any identity configuration (the
+   * local secret is in use) it defaults to the local operator, who signs in through the link
+   * `serve` prints; otherwise to nobody.
    */
-  trustProxy: false | number | string[];
-  analysisGraceMs: number;
+  agentCreators: string[];
+}
+
+/**
+ * Fair admission between tenants (agents, users, the admin token, client addresses): requests
+ * worked on at once; past it they wait, served by tenant in turn.
+ */
+export interface AdmissionConfig {
+  /** `ADMISSION_MAX_IN_FLIGHT` */
+  maxInFlight: number;
+  /** Requests one tenant may have waiting for a slot before `429` (`ADMISSION_MAX_QUEUED_PER_TENANT`). */
+  maxQueuedPerTenant: number;
+  /** Requests all tenants together may have waiting (`ADMISSION_MAX_QUEUED`). */
+  maxQueued: number;
+  /** Longest a request waits for a slot before `429` (`ADMISSION_MAX_WAIT_MS`). */
+  maxWaitMs: number;
+}
+
+/** The live bus (in-process, or Redis at `redisUrl`) and the live streams it feeds. */
+export interface LiveConfig {
+  redisUrl: string | undefined;
+  redisPrefix: string;
+  /** Comment line sent on idle live streams so proxies keep them open. */
+  heartbeatMs: number;
+  maxStreamsPerUser: number;
+  /** Bytes a live stream may have waiting for a slow client before it is disconnected. */
+  maxQueueBytes: number;
+  /** Bytes all the live streams of an instance may have waiting together, whatever their number. */
+  maxTotalQueueBytes: number;
+  /** How long a live stream waits for a client that stopped reading before it is disconnected. */
+  stallTimeoutMs: number;
+  /**
+   * How often each instance checks that the users of its live streams still have a role
+   * (at most 4 s, so a revocation made anywhere ends the streams within 5 s).
+   */
+  accessCheckMs: number;
+  /** The SSE `retry:` hint. */
+  retryMs: number;
+  /** Longest a shutdown waits for live publishes in flight (requests never wait for them). */
+  publishTimeoutMs: number;
+  /** Bytes of batches the Redis bus keeps while Redis is unreachable, to deliver once it is back. */
+  backlogMaxBytes: number;
+  /** Bytes of batches the live bus (either engine) keeps across all agents. */
+  bufferMaxBytes: number;
+  /** Bytes of batches the live bus (either engine) keeps per agent. */
+  agentBufferMaxBytes: number;
+}
+
+/** The autopsy of finished runs: the queue, its worker and the analyzer. */
+export interface AnalysisConfig {
+  graceMs: number;
   /** Run an analysis worker inside the server process (`ANALYSIS_WORKER=on`). */
-  analysisWorker: boolean;
+  worker: boolean;
   /** How long a worker holds a claimed job before another may take it. */
-  analysisLeaseMs: number;
+  leaseMs: number;
   /** Attempts of one job before it is marked failed. */
-  analysisMaxAttempts: number;
+  maxAttempts: number;
   /** Longest idle sleep of a worker between looks at the queue. */
-  analysisPollMs: number;
+  pollMs: number;
   /** OpenAI-compatible endpoint of the LLM analyzer; with the model, or neither. */
-  analysisLlmBaseUrl: string | undefined;
-  analysisLlmModel: string | undefined;
-  analysisLlmApiKey: string | undefined;
+  llmBaseUrl: string | undefined;
+  llmModel: string | undefined;
+  llmApiKey: string | undefined;
   /** Longest wait for the LLM endpoint; under the lease. */
-  analysisLlmTimeoutMs: number;
+  llmTimeoutMs: number;
   /** Whether facts read from decrypted payloads may be sent to the LLM endpoint. */
-  analysisLlmSendDecrypted: boolean;
+  llmSendDecrypted: boolean;
   /** SERVICE_MASTER_KEY (32 bytes): workers open encrypted payloads with it, for analysis only. */
   serviceMasterKey: Buffer | undefined;
-  requestTimeoutMs: number;
-  shutdownTimeoutMs: number;
+}
+
+/** Streaming exports (`GET /v1/agents/:id/export`). */
+export interface ExportConfig {
+  /** Exports one user (or the admin token) may run at once on an instance (`EXPORT_MAX_PER_USER`). */
+  maxPerUser: number;
+  /** Exports an instance runs at once (`EXPORT_MAX`). */
+  max: number;
+  /** An export whose client takes nothing for this long is disconnected (`EXPORT_STALL_TIMEOUT_MS`). */
+  stallTimeoutMs: number;
+}
+
+/** How the process runs: its logs, its shutdown, and what `serve` does at start-up. */
+export interface ProcessConfig {
   logLevel: string;
   /**
    * How log lines look (`LOG_FORMAT`): `pretty` (one readable line each) or `json`; undefined
    * lets `serve` choose by whether stdout is a terminal.
    */
   logFormat: LogFormat | undefined;
-  /**
-   * Users who may create agents from the dashboard (`AGENT_CREATORS`, comma-separated user ids),
-   * each becoming the owner of the agents they create. Without any identity configuration (the local secret is in use) it defaults to the local
-   * operator, who signs in through the link `serve` prints; otherwise to nobody.
-   */
-  agentCreators: string[];
+  shutdownTimeoutMs: number;
   /** `NODE_ENV=production`: `serve` refuses the zero-configuration mode. */
   production: boolean;
   /**
@@ -114,50 +204,24 @@ export interface Config {
    * undefined: when stdout is a terminal.
    */
   startUpBanner: boolean | undefined;
-  /** Comment line sent on idle live streams so proxies keep them open. */
-  liveHeartbeatMs: number;
-  liveMaxStreamsPerUser: number;
-  /**
-   * Fair admission between tenants (agents, users, the admin token, client addresses): requests
-   * worked on at once (`ADMISSION_MAX_IN_FLIGHT`); past it they wait, served by tenant in turn.
-   */
-  admissionMaxInFlight: number;
-  /** Requests one tenant may have waiting for a slot before `429` (`ADMISSION_MAX_QUEUED_PER_TENANT`). */
-  admissionMaxQueuedPerTenant: number;
-  /** Requests all tenants together may have waiting (`ADMISSION_MAX_QUEUED`). */
-  admissionMaxQueued: number;
-  /** Longest a request waits for a slot before `429` (`ADMISSION_MAX_WAIT_MS`). */
-  admissionMaxWaitMs: number;
-  /** Bytes a live stream may have waiting for a slow client before it is disconnected. */
-  liveMaxQueueBytes: number;
-  /** Bytes all the live streams of an instance may have waiting together, whatever their number. */
-  liveMaxTotalQueueBytes: number;
-  /** How long a live stream waits for a client that stopped reading before it is disconnected. */
-  liveStallTimeoutMs: number;
-  /**
-   * How often each instance checks that the users of its live streams still have a role
-   * (at most 4 s, so a revocation made anywhere ends the streams within 5 s).
-   */
-  liveAccessCheckMs: number;
-  /** The SSE `retry:` hint. */
-  liveRetryMs: number;
-  /** Longest a shutdown waits for live publishes in flight (requests never wait for them). */
-  livePublishTimeoutMs: number;
-  /** Bytes of batches the Redis bus keeps while Redis is unreachable, to deliver once it is back. */
-  liveBacklogMaxBytes: number;
-  liveRedisPrefix: string;
-  /** Bytes of batches the live bus (either engine) keeps across all agents. */
-  liveBufferMaxBytes: number;
-  /** Bytes of batches the live bus (either engine) keeps per agent. */
-  liveAgentBufferMaxBytes: number;
-  /** Run timeouts, retention, deletion tombstones and the sweeper (lifecycle/lifecycle-config.ts). */
-  lifecycle: LifecycleConfig;
-  /** Exports one user (or the admin token) may run at once on an instance (`EXPORT_MAX_PER_USER`). */
-  exportMaxPerUser: number;
-  /** Exports an instance runs at once (`EXPORT_MAX`). */
-  exportMax: number;
-  /** An export whose client takes nothing for this long is disconnected (`EXPORT_STALL_TIMEOUT_MS`). */
-  exportStallTimeoutMs: number;
+}
+
+/** Changes to some settings of some groups (a command's, a test's): the rest as configured. */
+export type ConfigChanges = { [Group in keyof Config]?: Partial<Config[Group]> };
+
+/** `config` with `changes` applied, group by group. */
+export function changeConfig(config: Config, changes: ConfigChanges): Config {
+  return {
+    http: { ...config.http, ...changes.http },
+    store: { ...config.store, ...changes.store },
+    auth: { ...config.auth, ...changes.auth },
+    admission: { ...config.admission, ...changes.admission },
+    live: { ...config.live, ...changes.live },
+    analysis: { ...config.analysis, ...changes.analysis },
+    lifecycle: { ...config.lifecycle, ...changes.lifecycle },
+    export: { ...config.export, ...changes.export },
+    process: { ...config.process, ...changes.process },
+  };
 }
 
 export class ConfigError extends Error {
@@ -286,7 +350,7 @@ function dataDirDurability(env: Env): DataDirDurability {
 }
 
 /** The analysis settings, checked together (some only make sense with others). */
-function analysisSettings(env: Env) {
+function analysisSettings(env: Env): AnalysisConfig {
   const analysisLeaseMs = integer(env, 'ANALYSIS_LEASE_MS', 60_000, 1_000, 3_600_000);
   const analysisLlmBaseUrl = url(env, 'ANALYSIS_LLM_BASE_URL', ['https:', 'http:']);
   const analysisLlmModel = text(env, 'ANALYSIS_LLM_MODEL');
@@ -315,16 +379,16 @@ function analysisSettings(env: Env) {
     serviceMasterKey = parsed.key;
   }
   return {
-    analysisGraceMs: integer(env, 'ANALYSIS_GRACE_MS', 2_000, 0, 3_600_000),
-    analysisWorker: onOff(env, 'ANALYSIS_WORKER', true),
-    analysisLeaseMs,
-    analysisMaxAttempts: integer(env, 'ANALYSIS_MAX_ATTEMPTS', 5, 1, 100),
-    analysisPollMs: integer(env, 'ANALYSIS_POLL_MS', 500, 10, 60_000),
-    analysisLlmBaseUrl,
-    analysisLlmModel,
-    analysisLlmApiKey,
-    analysisLlmTimeoutMs,
-    analysisLlmSendDecrypted: onOff(env, 'ANALYSIS_LLM_SEND_DECRYPTED', false),
+    graceMs: integer(env, 'ANALYSIS_GRACE_MS', 2_000, 0, 3_600_000),
+    worker: onOff(env, 'ANALYSIS_WORKER', true),
+    leaseMs: analysisLeaseMs,
+    maxAttempts: integer(env, 'ANALYSIS_MAX_ATTEMPTS', 5, 1, 100),
+    pollMs: integer(env, 'ANALYSIS_POLL_MS', 500, 10, 60_000),
+    llmBaseUrl: analysisLlmBaseUrl,
+    llmModel: analysisLlmModel,
+    llmApiKey: analysisLlmApiKey,
+    llmTimeoutMs: analysisLlmTimeoutMs,
+    llmSendDecrypted: onOff(env, 'ANALYSIS_LLM_SEND_DECRYPTED', false),
     serviceMasterKey,
   };
 }
@@ -377,99 +441,113 @@ export function loadConfig(env: Env = process.env): Config {
   if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema))
     throw new ConfigError('DATABASE_SCHEMA must be a lower-case SQL identifier');
   return {
-    port: integer(env, 'PORT', 8080, 0, 65_535),
-    // With the local secret, the service is one person's on one machine, not yet meant for the
-    // network: loopback until HOST says otherwise.
-    host: text(env, 'HOST') ?? (usesLocalSecret(env) ? '127.0.0.1' : '0.0.0.0'),
-    dataDir: text(env, 'DATA_DIR') ?? './.flightlog',
-    dataDirDurability: dataDirDurability(env),
-    databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
-    databaseSchema: schema,
-    databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),
-    databaseStatementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 100, 600_000),
-    ingestGroup: {
-      maxBatches: integer(env, 'INGEST_GROUP_MAX_BATCHES', 32, 1, 1_000),
-      ...(text(env, 'INGEST_GROUP_CONCURRENCY') === undefined
-        ? {}
-        : { concurrency: integer(env, 'INGEST_GROUP_CONCURRENCY', 1, 1, 1_000) }),
+    http: {
+      port: integer(env, 'PORT', 8080, 0, 65_535),
+      // With the local secret, the service is one person's on one machine, not yet meant for the
+      // network: loopback until HOST says otherwise.
+      host: text(env, 'HOST') ?? (usesLocalSecret(env) ? '127.0.0.1' : '0.0.0.0'),
+      publicUrl,
+      trustProxy: trustProxy(env),
+      maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 5 * 1024 * 1024, 1_024, 1024 * 1024 * 1024),
+      largeBodyBytes: integer(env, 'LARGE_BODY_BYTES', 256 * 1024, 1_024, 1024 * 1024 * 1024),
+      // one core is the event loop's
+      largeBodyWorkers: integer(
+        env,
+        'LARGE_BODY_WORKERS',
+        Math.min(4, Math.max(1, availableParallelism() - 1)),
+        0,
+        64,
+      ),
+      largeBodyMaxPerAgent: integer(env, 'LARGE_BODY_MAX_PER_AGENT', 16, 1, 1_000),
+      requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
     },
-    redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
-    adminToken,
-    agentCreators: agentCreators(env),
-    jwtSecret,
-    jwtJwksUrl,
-    jwtIssuer: text(env, 'JWT_ISSUER'),
-    jwtAudience: text(env, 'JWT_AUDIENCE'),
-    dashboardOidcClientId,
-    publicUrl,
-    maxBodyBytes: integer(env, 'MAX_BODY_BYTES', 5 * 1024 * 1024, 1_024, 1024 * 1024 * 1024),
-    largeBodyBytes: integer(env, 'LARGE_BODY_BYTES', 256 * 1024, 1_024, 1024 * 1024 * 1024),
-    // one core is the event loop's
-    largeBodyWorkers: integer(
-      env,
-      'LARGE_BODY_WORKERS',
-      Math.min(4, Math.max(1, availableParallelism() - 1)),
-      0,
-      64,
-    ),
-    largeBodyMaxPerAgent: integer(env, 'LARGE_BODY_MAX_PER_AGENT', 16, 1, 1_000),
-    apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 2_000, 0, 5_000),
-    apiKeyMaxFailures: integer(env, 'API_KEY_MAX_FAILURES', 20, 1, 1_000_000),
-    apiKeyFailureWindowMs: integer(env, 'API_KEY_FAILURE_WINDOW_MS', 60_000, 1_000, 86_400_000),
-    trustProxy: trustProxy(env),
-    ...analysisSettings(env),
-    requestTimeoutMs: integer(env, 'REQUEST_TIMEOUT_MS', 30_000, 1_000, 600_000),
-    shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
-    logLevel,
-    logFormat: logFormat as LogFormat | undefined,
-    production: text(env, 'NODE_ENV') === 'production',
-    startUpBanner:
-      text(env, 'FLIGHTLOG_BANNER') === undefined
-        ? undefined
-        : onOff(env, 'FLIGHTLOG_BANNER', true),
-    liveHeartbeatMs: integer(env, 'LIVE_HEARTBEAT_MS', 15_000, 100, 300_000),
-    liveMaxStreamsPerUser: integer(env, 'LIVE_MAX_STREAMS_PER_USER', 20, 1, 100_000),
-    admissionMaxInFlight: integer(env, 'ADMISSION_MAX_IN_FLIGHT', 16, 1, 100_000),
-    admissionMaxQueuedPerTenant: integer(env, 'ADMISSION_MAX_QUEUED_PER_TENANT', 32, 1, 1_000_000),
-    admissionMaxQueued: integer(env, 'ADMISSION_MAX_QUEUED', 256, 1, 1_000_000),
-    admissionMaxWaitMs: integer(env, 'ADMISSION_MAX_WAIT_MS', 10_000, 10, 600_000),
-    liveMaxQueueBytes: integer(env, 'LIVE_MAX_QUEUE_BYTES', 1024 * 1024, 1_024, 1024 * 1024 * 1024),
-    liveMaxTotalQueueBytes: integer(
-      env,
-      'LIVE_MAX_TOTAL_QUEUE_BYTES',
-      128 * 1024 * 1024,
-      64 * 1024,
-      64 * 1024 * 1024 * 1024,
-    ),
-    liveStallTimeoutMs: integer(env, 'LIVE_STALL_TIMEOUT_MS', 10_000, 100, 600_000),
-    liveAccessCheckMs: integer(env, 'LIVE_ACCESS_CHECK_MS', 2_000, 100, 4_000),
-    liveRetryMs: integer(env, 'LIVE_RETRY_MS', 3_000, 0, 600_000),
-    livePublishTimeoutMs: integer(env, 'LIVE_PUBLISH_TIMEOUT_MS', 250, 1, 60_000),
-    liveBacklogMaxBytes: integer(
-      env,
-      'LIVE_BACKLOG_MAX_BYTES',
-      64 * 1024 * 1024,
-      1024,
-      16 * 1024 * 1024 * 1024,
-    ),
-    liveRedisPrefix: text(env, 'LIVE_REDIS_PREFIX') ?? 'flightlog:live:',
-    liveBufferMaxBytes: integer(
-      env,
-      'LIVE_BUFFER_MAX_BYTES',
-      256 * 1024 * 1024,
-      1024 * 1024,
-      64 * 1024 * 1024 * 1024,
-    ),
-    liveAgentBufferMaxBytes: integer(
-      env,
-      'LIVE_AGENT_BUFFER_MAX_BYTES',
-      LIVE_AGENT_BUFFER_MAX_BYTES,
-      64 * 1024,
-      64 * 1024 * 1024 * 1024,
-    ),
+    store: {
+      dataDir: text(env, 'DATA_DIR') ?? './.flightlog',
+      dataDirDurability: dataDirDurability(env),
+      databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
+      databaseSchema: schema,
+      poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),
+      statementTimeoutMs: integer(env, 'DATABASE_STATEMENT_TIMEOUT_MS', 10_000, 100, 600_000),
+      ingestGroup: {
+        maxBatches: integer(env, 'INGEST_GROUP_MAX_BATCHES', 32, 1, 1_000),
+        ...(text(env, 'INGEST_GROUP_CONCURRENCY') === undefined
+          ? {}
+          : { concurrency: integer(env, 'INGEST_GROUP_CONCURRENCY', 1, 1, 1_000) }),
+      },
+    },
+    auth: {
+      adminToken,
+      jwtSecret,
+      jwtJwksUrl,
+      jwtIssuer: text(env, 'JWT_ISSUER'),
+      jwtAudience: text(env, 'JWT_AUDIENCE'),
+      dashboardOidcClientId,
+      apiKeyCacheMs: integer(env, 'API_KEY_CACHE_MS', 2_000, 0, 5_000),
+      apiKeyMaxFailures: integer(env, 'API_KEY_MAX_FAILURES', 20, 1, 1_000_000),
+      apiKeyFailureWindowMs: integer(env, 'API_KEY_FAILURE_WINDOW_MS', 60_000, 1_000, 86_400_000),
+      agentCreators: agentCreators(env),
+    },
+    admission: {
+      maxInFlight: integer(env, 'ADMISSION_MAX_IN_FLIGHT', 16, 1, 100_000),
+      maxQueuedPerTenant: integer(env, 'ADMISSION_MAX_QUEUED_PER_TENANT', 32, 1, 1_000_000),
+      maxQueued: integer(env, 'ADMISSION_MAX_QUEUED', 256, 1, 1_000_000),
+      maxWaitMs: integer(env, 'ADMISSION_MAX_WAIT_MS', 10_000, 10, 600_000),
+    },
+    live: {
+      redisUrl: url(env, 'REDIS_URL', ['redis:', 'rediss:']),
+      redisPrefix: text(env, 'LIVE_REDIS_PREFIX') ?? 'flightlog:live:',
+      heartbeatMs: integer(env, 'LIVE_HEARTBEAT_MS', 15_000, 100, 300_000),
+      maxStreamsPerUser: integer(env, 'LIVE_MAX_STREAMS_PER_USER', 20, 1, 100_000),
+      maxQueueBytes: integer(env, 'LIVE_MAX_QUEUE_BYTES', 1024 * 1024, 1_024, 1024 * 1024 * 1024),
+      maxTotalQueueBytes: integer(
+        env,
+        'LIVE_MAX_TOTAL_QUEUE_BYTES',
+        128 * 1024 * 1024,
+        64 * 1024,
+        64 * 1024 * 1024 * 1024,
+      ),
+      stallTimeoutMs: integer(env, 'LIVE_STALL_TIMEOUT_MS', 10_000, 100, 600_000),
+      accessCheckMs: integer(env, 'LIVE_ACCESS_CHECK_MS', 2_000, 100, 4_000),
+      retryMs: integer(env, 'LIVE_RETRY_MS', 3_000, 0, 600_000),
+      publishTimeoutMs: integer(env, 'LIVE_PUBLISH_TIMEOUT_MS', 250, 1, 60_000),
+      backlogMaxBytes: integer(
+        env,
+        'LIVE_BACKLOG_MAX_BYTES',
+        64 * 1024 * 1024,
+        1024,
+        16 * 1024 * 1024 * 1024,
+      ),
+      bufferMaxBytes: integer(
+        env,
+        'LIVE_BUFFER_MAX_BYTES',
+        256 * 1024 * 1024,
+        1024 * 1024,
+        64 * 1024 * 1024 * 1024,
+      ),
+      agentBufferMaxBytes: integer(
+        env,
+        'LIVE_AGENT_BUFFER_MAX_BYTES',
+        LIVE_AGENT_BUFFER_MAX_BYTES,
+        64 * 1024,
+        64 * 1024 * 1024 * 1024,
+      ),
+    },
+    analysis: analysisSettings(env),
     lifecycle: lifecycleSettings(env),
-    exportMaxPerUser: integer(env, 'EXPORT_MAX_PER_USER', 2, 1, 1_000),
-    exportMax: integer(env, 'EXPORT_MAX', 16, 1, 10_000),
-    exportStallTimeoutMs: integer(env, 'EXPORT_STALL_TIMEOUT_MS', 60_000, 100, 3_600_000),
+    export: {
+      maxPerUser: integer(env, 'EXPORT_MAX_PER_USER', 2, 1, 1_000),
+      max: integer(env, 'EXPORT_MAX', 16, 1, 10_000),
+      stallTimeoutMs: integer(env, 'EXPORT_STALL_TIMEOUT_MS', 60_000, 100, 3_600_000),
+    },
+    process: {
+      logLevel,
+      logFormat: logFormat as LogFormat | undefined,
+      shutdownTimeoutMs: integer(env, 'SHUTDOWN_TIMEOUT_MS', 10_000, 100, 600_000),
+      production: text(env, 'NODE_ENV') === 'production',
+      startUpBanner:
+        text(env, 'FLIGHTLOG_BANNER') === undefined
+          ? undefined
+          : onOff(env, 'FLIGHTLOG_BANNER', true),
+    },
   };
 }

@@ -8,7 +8,7 @@ import { gzipSync } from 'node:zlib';
 import { ulid } from 'ulidx';
 import { signInLink } from './auth/dashboard-link.js';
 import { mintDevToken } from './auth/dev-token.js';
-import type { Config } from './config.js';
+import { changeConfig, type Config } from './config.js';
 import { startServer, type RunningServer } from './server.js';
 
 /** Options of `flightlog demo`. */
@@ -248,15 +248,16 @@ async function until(done: () => boolean, timeoutMs: number): Promise<boolean> {
  */
 export async function runDemo(base: Config, options: DemoOptions): Promise<void> {
   const tempDir =
-    base.databaseUrl || options.dataDirGiven
+    base.store.databaseUrl || options.dataDirGiven
       ? undefined
       : mkdtempSync(join(tmpdir(), 'flightlog-demo-'));
-  const config: Config = {
-    ...base,
-    ...(tempDir ? { dataDir: tempDir } : {}),
-    jwtSecret: base.jwtSecret ?? randomBytes(32).toString('base64url'),
-    adminToken: base.adminToken ?? randomBytes(24).toString('base64url'),
-  };
+  const config = changeConfig(base, {
+    ...(tempDir ? { store: { dataDir: tempDir } } : {}),
+    auth: {
+      jwtSecret: base.auth.jwtSecret ?? randomBytes(32).toString('base64url'),
+      adminToken: base.auth.adminToken ?? randomBytes(24).toString('base64url'),
+    },
+  });
   let server: RunningServer | undefined;
   let stopLive = () => {};
   let cleaned = false;
@@ -278,7 +279,7 @@ export async function runDemo(base: Config, options: DemoOptions): Promise<void>
       const response = await fetch(url + path, {
         method,
         headers: {
-          authorization: `Bearer ${config.adminToken}`,
+          authorization: `Bearer ${config.auth.adminToken}`,
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
@@ -292,11 +293,11 @@ export async function runDemo(base: Config, options: DemoOptions): Promise<void>
       verifyToken: string;
     };
     await admin('PUT', `/admin/v1/agents/${agent.agentId}/members/${VIEWER}`, { role: 'viewer' });
-    const token = await mintDevToken(config.jwtSecret as string, VIEWER, 24 * 3600);
+    const token = await mintDevToken(config.auth.jwtSecret as string, VIEWER, 24 * 3600);
     say(`  agent:        ${agent.agentId}`);
     say(`  API key:      ${agent.apiKey}`);
     say(`  viewer token: ${token}  (user "${VIEWER}", role viewer)`);
-    say(`  admin token:  ${config.adminToken}`);
+    say(`  admin token:  ${config.auth.adminToken}`);
 
     const seen = new Map<string, string>();
     stopLive = tailLive(`${url}/v1/agents/${agent.agentId}/live`, token, seen);
@@ -366,7 +367,7 @@ export async function runDemo(base: Config, options: DemoOptions): Promise<void>
 
     // PUBLIC_URL when the demo is reached through a proxy; else the address it listens on
     say(
-      `Open the dashboard, signed in as "${VIEWER}": ${signInLink(config.publicUrl ?? url, token)}`,
+      `Open the dashboard, signed in as "${VIEWER}": ${signInLink(config.http.publicUrl ?? url, token)}`,
     );
 
     if (options.once) {

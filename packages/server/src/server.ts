@@ -26,7 +26,7 @@ export async function startServer(
   config: Config,
   options: { logger?: AppDependencies['logger'] } = {},
 ): Promise<RunningServer> {
-  const store = await openStore(storeOptionsFrom(config, 'server'));
+  const store = await openStore(storeOptionsFrom(config.store, 'server'));
   let built: FlightlogApp;
   let logBusError: (error: unknown) => void = () => {};
   let worker: AnalysisWorker | undefined;
@@ -34,13 +34,13 @@ export async function startServer(
     // The live bus is chosen once, from configuration: Redis Streams when REDIS_URL is set. Its
     // connection errors repeat at every reconnection attempt while Redis is away: debug level
     // (the streams' warnings and the backlog metrics tell the operator).
-    const bus = config.redisUrl
+    const bus = config.live.redisUrl
       ? createRedisBus({
-          url: config.redisUrl,
-          keyPrefix: config.liveRedisPrefix,
-          totalMaxBytes: config.liveBufferMaxBytes,
-          agentMaxBytes: config.liveAgentBufferMaxBytes,
-          backlogMaxBytes: config.liveBacklogMaxBytes,
+          url: config.live.redisUrl,
+          keyPrefix: config.live.redisPrefix,
+          totalMaxBytes: config.live.bufferMaxBytes,
+          agentMaxBytes: config.live.agentBufferMaxBytes,
+          backlogMaxBytes: config.live.backlogMaxBytes,
           history: replayHistoryFrom(store.traces),
           onError: (error) => logBusError(error),
         })
@@ -59,9 +59,12 @@ export async function startServer(
     });
     const log = built.app.log;
     logBusError = (error) => log.debug({ err: error }, 'live bus error');
-    await built.app.listen({ port: config.port, host: config.host });
-    if (config.analysisWorker) {
-      worker = workerFromConfig(config, store, { logger: built.app.log, metrics: built.metrics });
+    await built.app.listen({ port: config.http.port, host: config.http.host });
+    if (config.analysis.worker) {
+      worker = workerFromConfig(config.analysis, store, {
+        logger: built.app.log,
+        metrics: built.metrics,
+      });
       worker.start();
     }
   } catch (error) {
@@ -69,8 +72,9 @@ export async function startServer(
     throw error;
   }
   const address = built.app.server.address();
-  const port = typeof address === 'object' && address ? address.port : config.port;
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  const port = typeof address === 'object' && address ? address.port : config.http.port;
+  const host =
+    config.http.host === '0.0.0.0' || config.http.host === '::' ? '127.0.0.1' : config.http.host;
   // an IPv6 address is bracketed in a URL (`HOST=::1`)
   const urlHost = isIPv6(host) ? `[${host}]` : host;
 
@@ -80,16 +84,22 @@ export async function startServer(
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<void>((resolve) => {
         timer = setTimeout(() => {
-          built.app.log.warn({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown deadline reached');
+          built.app.log.warn(
+            { timeoutMs: config.process.shutdownTimeoutMs },
+            'shutdown deadline reached',
+          );
           built.app.server.closeAllConnections();
           resolve();
-        }, config.shutdownTimeoutMs);
+        }, config.process.shutdownTimeoutMs);
         timer.unref();
       });
       // The worker stops claiming at once; its job in flight has until just before the same
       // deadline, so that it is abandoned (to its lease) before the store goes away.
       await Promise.race([
-        Promise.all([built.app.close(), worker?.stop(Math.floor(config.shutdownTimeoutMs * 0.9))]),
+        Promise.all([
+          built.app.close(),
+          worker?.stop(Math.floor(config.process.shutdownTimeoutMs * 0.9)),
+        ]),
         deadline,
       ]);
       clearTimeout(timer);

@@ -31,7 +31,7 @@ export async function startWorker(
 ): Promise<RunningWorker> {
   let store: Store;
   try {
-    store = await openStore(storeOptionsFrom(config, 'worker'));
+    store = await openStore(storeOptionsFrom(config.store, 'worker'));
   } catch (error) {
     if (error instanceof DataDirInUseError)
       throw new WorkerNeedsDatabaseError(
@@ -46,12 +46,12 @@ export async function startWorker(
   const logger =
     options.logger ??
     pino({
-      level: config.logLevel,
+      level: config.process.logLevel,
       base: { pid: process.pid },
       serializers: { err: serializeError },
     });
   const metrics = new Metrics();
-  const worker = workerFromConfig(config, store, { logger, metrics });
+  const worker = workerFromConfig(config.analysis, store, { logger, metrics });
   worker.start();
   // The worker's own timers never hold a process open; this command exists to run it.
   const keepAlive = setInterval(() => {}, 2 ** 30);
@@ -64,7 +64,7 @@ export async function startWorker(
     close() {
       closing ??= (async () => {
         clearInterval(keepAlive);
-        await worker.stop(config.shutdownTimeoutMs);
+        await worker.stop(config.process.shutdownTimeoutMs);
         await store.close();
       })();
       return closing;

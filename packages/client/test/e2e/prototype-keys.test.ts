@@ -26,7 +26,10 @@ describeEngines(
     beforeAll(async () => {
       location = freshLocation(engine);
       // a 2 KiB threshold sends the big batch below through the body-parse workers as well
-      server = await startRealServer({ largeBodyBytes: 2_048, largeBodyWorkers: 1 }, location);
+      server = await startRealServer(
+        { http: { largeBodyBytes: 2_048, largeBodyWorkers: 1 } },
+        location,
+      );
     });
     afterAll(async () => {
       await server.close();

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { buildApp } from '../../../server/src/app.js';
 import { mintDevToken } from '../../../server/src/auth/dev-token.js';
-import { loadConfig, type Config } from '../../../server/src/config.js';
+import { changeConfig, loadConfig, type ConfigChanges } from '../../../server/src/config.js';
 import { openStore, type Store } from '../../../server/src/store/open-store.js';
 import type { Event, Trace } from '@flightlog/protocol';
 
@@ -34,20 +34,19 @@ export interface RealServer {
  * and schema from the server's test harness for the other engine).
  */
 export async function startRealServer(
-  overrides: Partial<Config> = {},
+  changes: ConfigChanges = {},
   location: { databaseUrl?: string; databaseSchema?: string } = {},
 ): Promise<RealServer> {
   const adminToken = randomBytes(24).toString('hex');
   const jwtSecret = randomBytes(32).toString('hex');
-  const config: Config = {
-    ...loadConfig({}),
-    port: 0,
-    host: '127.0.0.1',
-    adminToken,
-    jwtSecret,
-    analysisGraceMs: 0,
-    ...overrides,
-  };
+  const config = changeConfig(
+    changeConfig(loadConfig({}), {
+      http: { port: 0, host: '127.0.0.1' },
+      auth: { adminToken, jwtSecret },
+      analysis: { graceMs: 0 },
+    }),
+    changes,
+  );
   const store = await openStore({ ...location, poolSize: 2 });
   const built = await buildApp({ config, store, logger: false });
   await built.app.listen({ port: 0, host: '127.0.0.1' });

@@ -1,4 +1,4 @@
-import type { Config } from '../config.js';
+import type { AnalysisConfig } from '../config.js';
 import type { Metrics } from '../observability/metrics.js';
 import type { Store } from '../store/open-store.js';
 import { AnalysisWorker, type WorkerLogger } from './analysis-worker.js';
@@ -7,26 +7,25 @@ import { HeuristicAnalyzer } from './heuristic-analyzer.js';
 import { LlmAnalyzer } from './llm-analyzer.js';
 
 /** The heuristic analyzer, or the LLM one (falling back to it) when an endpoint is configured. */
-export function analyzerFromConfig(config: Config): Analyzer {
+export function analyzerFromConfig(config: AnalysisConfig): Analyzer {
   const heuristic = new HeuristicAnalyzer(config.serviceMasterKey);
-  if (config.analysisLlmBaseUrl === undefined || config.analysisLlmModel === undefined)
-    return heuristic;
+  if (config.llmBaseUrl === undefined || config.llmModel === undefined) return heuristic;
   return new LlmAnalyzer({
     endpoint: {
-      baseUrl: config.analysisLlmBaseUrl,
-      model: config.analysisLlmModel,
-      apiKey: config.analysisLlmApiKey,
-      timeoutMs: config.analysisLlmTimeoutMs,
+      baseUrl: config.llmBaseUrl,
+      model: config.llmModel,
+      apiKey: config.llmApiKey,
+      timeoutMs: config.llmTimeoutMs,
     },
     fallback: heuristic,
     masterKey: config.serviceMasterKey,
-    sendDecrypted: config.analysisLlmSendDecrypted,
+    sendDecrypted: config.llmSendDecrypted,
   });
 }
 
 /** A worker (not started) on `store`'s queue with the configured analyzer and limits. */
 export function workerFromConfig(
-  config: Config,
+  config: AnalysisConfig,
   store: Store,
   deps: { logger: WorkerLogger; metrics: Metrics; analyzer?: Analyzer },
 ): AnalysisWorker {
@@ -36,8 +35,8 @@ export function workerFromConfig(
     analyzer: deps.analyzer ?? analyzerFromConfig(config),
     logger: deps.logger,
     metrics: deps.metrics,
-    leaseMs: config.analysisLeaseMs,
-    maxAttempts: config.analysisMaxAttempts,
-    pollMs: config.analysisPollMs,
+    leaseMs: config.leaseMs,
+    maxAttempts: config.maxAttempts,
+    pollMs: config.pollMs,
   });
 }

@@ -118,7 +118,7 @@ export function adminCredential(
       `${inUse}, which has no admin API: stop the server, or restart it with ADMIN_TOKEN set`,
     );
   if (server.adminApi === 'admin-token') {
-    if (config.adminToken) return { token: config.adminToken, source: 'admin-token' };
+    if (config.auth.adminToken) return { token: config.auth.adminToken, source: 'admin-token' };
     throw new RunningServerError(
       `${inUse}, whose admin API needs its ADMIN_TOKEN: set ADMIN_TOKEN to it, or stop the server`,
     );

@@ -23,12 +23,12 @@ async function withLiveBus<T>(
   warn: (message: string) => void,
   work: (bus: LiveBus | undefined) => Promise<T>,
 ): Promise<T> {
-  if (!config.redisUrl) return work(undefined);
+  if (!config.live.redisUrl) return work(undefined);
   const bus = createRedisBus({
-    url: config.redisUrl,
-    keyPrefix: config.liveRedisPrefix,
-    totalMaxBytes: config.liveBufferMaxBytes,
-    agentMaxBytes: config.liveAgentBufferMaxBytes,
+    url: config.live.redisUrl,
+    keyPrefix: config.live.redisPrefix,
+    totalMaxBytes: config.live.bufferMaxBytes,
+    agentMaxBytes: config.live.agentBufferMaxBytes,
   });
   try {
     if (!(await bus.ready(2_000)))

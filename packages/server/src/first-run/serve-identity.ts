@@ -1,4 +1,4 @@
-import { ConfigError, type Config } from '../config.js';
+import { changeConfig, ConfigError, type Config } from '../config.js';
 import { localAdminToken } from './local-admin-token.js';
 import { loadOrCreateLocalSecret, type LocalSecret } from './local-secret.js';
 
@@ -32,18 +32,19 @@ export const PRODUCTION_NEEDS_IDENTITY =
  * machine's disk is not that.
  */
 export function serveIdentity(config: Config): ServeIdentity {
-  const explicitAdmin = config.adminToken !== undefined;
-  if (config.jwtSecret !== undefined || config.jwtJwksUrl !== undefined)
+  const explicitAdmin = config.auth.adminToken !== undefined;
+  if (config.auth.jwtSecret !== undefined || config.auth.jwtJwksUrl !== undefined)
     return { config, localSecret: undefined, adminApi: explicitAdmin ? 'admin-token' : 'off' };
-  if (config.production) throw new ConfigError(PRODUCTION_NEEDS_IDENTITY);
-  const localSecret = loadOrCreateLocalSecret(config.dataDir);
+  if (config.process.production) throw new ConfigError(PRODUCTION_NEEDS_IDENTITY);
+  const localSecret = loadOrCreateLocalSecret(config.store.dataDir);
   return {
-    config: {
-      ...config,
-      jwtSecret: localSecret.secret,
-      adminToken: config.adminToken ?? localAdminToken(localSecret.secret),
-      adminApiHidden: !explicitAdmin,
-    },
+    config: changeConfig(config, {
+      auth: {
+        jwtSecret: localSecret.secret,
+        adminToken: config.auth.adminToken ?? localAdminToken(localSecret.secret),
+        adminApiHidden: !explicitAdmin,
+      },
+    }),
     localSecret,
     adminApi: explicitAdmin ? 'admin-token' : 'local-secret',
   };

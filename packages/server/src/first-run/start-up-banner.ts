@@ -24,17 +24,17 @@ const ADMIN_API: Record<AdminApiAccess, string> = {
 
 /** Where the data lives, without credentials: a database URL's password never shows. */
 export function describeStore(config: Config): string {
-  if (!config.databaseUrl)
-    return `PGlite (embedded), data in ${resolve(config.dataDir)} (durability ${config.dataDirDurability})`;
-  const url = new URL(config.databaseUrl);
+  if (!config.store.databaseUrl)
+    return `PGlite (embedded), data in ${resolve(config.store.dataDir)} (durability ${config.store.dataDirDurability})`;
+  const url = new URL(config.store.databaseUrl);
   const database = decodeURIComponent(url.pathname.replace(/^\//, '')) || '(default database)';
-  const schema = config.databaseSchema ? `, schema ${config.databaseSchema}` : '';
+  const schema = config.store.databaseSchema ? `, schema ${config.store.databaseSchema}` : '';
   return `PostgreSQL ${database} on ${url.hostname}:${url.port || '5432'}${schema}`;
 }
 
 export function describeBus(config: Config): string {
-  if (!config.redisUrl) return 'in-process (live replay starts empty after a restart)';
-  const url = new URL(config.redisUrl);
+  if (!config.live.redisUrl) return 'in-process (live replay starts empty after a restart)';
+  const url = new URL(config.live.redisUrl);
   return `Redis ${url.hostname}:${url.port || '6379'}`;
 }
 
@@ -52,10 +52,13 @@ export function startUpBanner(facts: StartUpFacts): string {
   const rows: [string, string][] = [['Dashboard', facts.dashboardUrl]];
   if (facts.signInLink)
     rows.push(['Sign in', `${facts.signInLink}`], ['', `(as ${LOCAL_OPERATOR}, valid 12 h)`]);
-  else if (config.jwtSecret)
+  else if (config.auth.jwtSecret)
     rows.push(['Sign in', 'npm run --silent flightlog -- dashboard-link --user <your user id>']);
   else
-    rows.push(['Sign in', `through your identity provider (${config.jwtIssuer ?? 'JWT_ISSUER'})`]);
+    rows.push([
+      'Sign in',
+      `through your identity provider (${config.auth.jwtIssuer ?? 'JWT_ISSUER'})`,
+    ]);
   rows.push(['Store', describeStore(config)], ['Live bus', describeBus(config)]);
   rows.push([
     'Listening',

@@ -1,4 +1,4 @@
-import type { Config } from '../config.js';
+import type { StoreConfig } from '../config.js';
 import type { StoreOptions } from './open-store.js';
 
 /** Who opens the store: the server, a stand-alone analysis worker, or a one-off CLI command. */
@@ -9,19 +9,7 @@ export type StoreUser = 'server' | 'worker' | 'command';
  * every process of one deployment; pool, deadlines, group commit and migration by what the
  * process does with it.
  */
-export function storeOptionsFrom(
-  config: Pick<
-    Config,
-    | 'databaseUrl'
-    | 'databaseSchema'
-    | 'dataDir'
-    | 'dataDirDurability'
-    | 'databasePoolSize'
-    | 'databaseStatementTimeoutMs'
-    | 'ingestGroup'
-  >,
-  user: StoreUser,
-): StoreOptions {
+export function storeOptionsFrom(config: StoreConfig, user: StoreUser): StoreOptions {
   const where: StoreOptions = config.databaseUrl
     ? { databaseUrl: config.databaseUrl }
     : { dataDir: config.dataDir, dataDirDurability: config.dataDirDurability };
@@ -30,8 +18,8 @@ export function storeOptionsFrom(
     case 'server':
       return {
         ...where,
-        poolSize: config.databasePoolSize,
-        statementTimeoutMs: config.databaseStatementTimeoutMs,
+        poolSize: config.poolSize,
+        statementTimeoutMs: config.statementTimeoutMs,
         ingestGroup: config.ingestGroup,
       };
     case 'worker':
@@ -39,8 +27,8 @@ export function storeOptionsFrom(
       // nothing, so it has no group commit.
       return {
         ...where,
-        poolSize: Math.min(config.databasePoolSize, 2),
-        statementTimeoutMs: config.databaseStatementTimeoutMs,
+        poolSize: Math.min(config.poolSize, 2),
+        statementTimeoutMs: config.statementTimeoutMs,
       };
     case 'command':
       // A small pool; whether it migrates is the command's to say (see the CLI).

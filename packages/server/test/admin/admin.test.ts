@@ -11,7 +11,7 @@ describeEngines('admin API [%s]', (engine) => {
   describe('without ADMIN_TOKEN', () => {
     let server: TestServer;
     beforeAll(async () => {
-      server = await startTestServer(engine, { adminToken: undefined });
+      server = await startTestServer(engine, { auth: { adminToken: undefined } });
     });
     afterAll(() => server.close());
 
@@ -30,7 +30,7 @@ describeEngines('admin API [%s]', (engine) => {
   describe('with ADMIN_TOKEN', () => {
     let server: TestServer;
     beforeAll(async () => {
-      server = await startTestServer(engine, { apiKeyCacheMs: 5_000 });
+      server = await startTestServer(engine, { auth: { apiKeyCacheMs: 5_000 } });
     });
     afterAll(() => server.close());
 

@@ -16,7 +16,9 @@ describeEngines('owner API: onboarding and managing an agent [%s]', (engine) => 
   const creator = 'creator@example.com';
   // a short cache bound, so a revoked key is refused within the test's wait on every path
   beforeAll(async () => {
-    server = await startTestServer(engine, { agentCreators: [creator], apiKeyCacheMs: 200 });
+    server = await startTestServer(engine, {
+      auth: { agentCreators: [creator], apiKeyCacheMs: 200 },
+    });
   });
   afterAll(() => server.close());
 

@@ -23,7 +23,7 @@ async function call(
 describeEngines('owner API: two owners at once [%s]', (engine) => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startTestServer(engine, { agentCreators: [CREATOR] });
+    server = await startTestServer(engine, { auth: { agentCreators: [CREATOR] } });
   });
   afterAll(() => server.close());
 
@@ -63,8 +63,8 @@ describeWithPostgres('owner API: a key revoked on one instance, on another', () 
   let a: TestServer;
   let b: TestServer;
   beforeAll(async () => {
-    a = await startTestServer('postgres', { agentCreators: [CREATOR] });
-    b = await startTestServer('postgres', { jwtSecret: a.jwtSecret }, { shareWith: a });
+    a = await startTestServer('postgres', { auth: { agentCreators: [CREATOR] } });
+    b = await startTestServer('postgres', { auth: { jwtSecret: a.jwtSecret } }, { shareWith: a });
   });
   afterAll(async () => {
     await b?.close();
@@ -98,6 +98,6 @@ describeWithPostgres('owner API: a key revoked on one instance, on another', () 
     }
     console.log(`[owner key revocation] refused on the other instance after ${refusedAfterMs} ms`);
     expect(refusedAfterMs).toBeGreaterThanOrEqual(0);
-    expect(refusedAfterMs).toBeLessThanOrEqual(b.config.apiKeyCacheMs + 500);
+    expect(refusedAfterMs).toBeLessThanOrEqual(b.config.auth.apiKeyCacheMs + 500);
   });
 });

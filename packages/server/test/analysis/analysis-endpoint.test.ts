@@ -13,7 +13,7 @@ describeEngines('GET /v1/traces/:id/analysis [%s]', (engine) => {
   let agent: TestAgent;
   let viewer: string;
   beforeAll(async () => {
-    server = await startTestServer(engine, { analysisGraceMs: 0 });
+    server = await startTestServer(engine, { analysis: { graceMs: 0 } });
     agent = await server.createAgent();
     viewer = await server.userToken('vic', agent.agentId, 'viewer');
   });

@@ -17,7 +17,7 @@ describeEngines('analysis queue: the state table [%s]', (engine) => {
   let agent: TestAgent;
   const GRACE_MS = 2_000;
   beforeAll(async () => {
-    server = await startTestServer(engine, { analysisGraceMs: GRACE_MS });
+    server = await startTestServer(engine, { analysis: { graceMs: GRACE_MS } });
     agent = await server.createAgent();
   });
   afterAll(() => server.close());

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { mintDevToken } from '../../src/auth/dev-token.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { changeConfig, loadConfig, type Config, type ConfigChanges } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { openStore, type Store } from '../../src/store/open-store.js';
 import { getAnalysis, jobsOf } from '../harness/analysis.js';
@@ -30,26 +30,26 @@ describeEngines('the analysis worker inside the server [%s]', (engine) => {
   beforeAll(async () => {
     location = freshLocation(engine);
     dataDir = mkdtempSync(join(tmpdir(), 'flightlog-server-worker-'));
-    base = {
-      ...loadConfig({}),
-      port: 0,
-      host: '127.0.0.1',
-      ...(engine === 'pglite' ? { dataDir } : location),
-      adminToken: randomBytes(16).toString('hex'),
-      jwtSecret: randomBytes(32).toString('hex'),
-      analysisGraceMs: 0,
-      shutdownTimeoutMs: 5_000,
-    };
+    base = changeConfig(loadConfig({}), {
+      http: { port: 0, host: '127.0.0.1' },
+      store: engine === 'pglite' ? { dataDir } : location,
+      auth: {
+        adminToken: randomBytes(16).toString('hex'),
+        jwtSecret: randomBytes(32).toString('hex'),
+      },
+      analysis: { graceMs: 0 },
+      process: { shutdownTimeoutMs: 5_000 },
+    });
   });
   afterAll(async () => {
     await disposeLocation(location);
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  async function start(overrides: Partial<Config> = {}): Promise<RunningServer> {
-    const server = await startServer({ ...base, ...overrides }, { logger: false });
+  async function start(changes: ConfigChanges = {}): Promise<RunningServer> {
+    const server = await startServer(changeConfig(base, changes), { logger: false });
     if (!apiKey) {
-      const admin = { authorization: `Bearer ${base.adminToken}` };
+      const admin = { authorization: `Bearer ${base.auth.adminToken}` };
       const created = await send(server.url, '/admin/v1/agents', {}, { headers: admin });
       ({ apiKey, agentId } = created.body);
       await send(
@@ -58,7 +58,7 @@ describeEngines('the analysis worker inside the server [%s]', (engine) => {
         { role: 'viewer' },
         { method: 'PUT', headers: admin },
       );
-      token = await mintDevToken(base.jwtSecret!, 'ana');
+      token = await mintDevToken(base.auth.jwtSecret!, 'ana');
     }
     return server;
   }
@@ -82,7 +82,7 @@ describeEngines('the analysis worker inside the server [%s]', (engine) => {
   let queuedWhileOff = '';
 
   it('ANALYSIS_WORKER=off: the server runs no worker, its queued jobs stay pending', async () => {
-    const server = await start({ analysisWorker: false });
+    const server = await start({ analysis: { worker: false } });
     try {
       expect(server.worker).toBeUndefined();
       queuedWhileOff = await finishRun(server.url);
@@ -133,9 +133,7 @@ describeEngines('the analysis worker inside the server [%s]', (engine) => {
       delayMs: 600,
     });
     const server = await start({
-      analysisLlmBaseUrl: standIn.baseUrl,
-      analysisLlmModel: 'stand-in',
-      analysisLlmTimeoutMs: 5_000,
+      analysis: { llmBaseUrl: standIn.baseUrl, llmModel: 'stand-in', llmTimeoutMs: 5_000 },
     });
     let traceId = '';
     try {

@@ -37,7 +37,7 @@ describeEngines('analysis worker [%s]', (engine) => {
   let agent: TestAgent;
   const workers: AnalysisWorker[] = [];
   beforeAll(async () => {
-    server = await startTestServer(engine, { analysisGraceMs: 0 });
+    server = await startTestServer(engine, { analysis: { graceMs: 0 } });
     agent = await server.createAgent();
   });
   afterEach(async () => {

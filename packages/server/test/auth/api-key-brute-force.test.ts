@@ -36,8 +36,7 @@ describeEngines('API key brute force [%s]', (engine) => {
   let agent: TestAgent;
   beforeAll(async () => {
     server = await startTestServer(engine, {
-      apiKeyMaxFailures: MAX_FAILURES,
-      apiKeyFailureWindowMs: WINDOW_MS,
+      auth: { apiKeyMaxFailures: MAX_FAILURES, apiKeyFailureWindowMs: WINDOW_MS },
     });
     agent = await server.createAgent({ name: 'behind the same NAT' });
     // the agent was working before the guessing began
@@ -93,10 +92,11 @@ describeEngines('API key brute force behind a trusted proxy [%s]', (engine) => {
   let server: TestServer;
   beforeAll(async () => {
     server = await startTestServer(engine, {
-      apiKeyMaxFailures: MAX_FAILURES,
-      apiKeyFailureWindowMs: WINDOW_MS,
-      // the test's own address is the proxy
-      trustProxy: ['127.0.0.1', '::1'],
+      auth: { apiKeyMaxFailures: MAX_FAILURES, apiKeyFailureWindowMs: WINDOW_MS },
+      http: {
+        // the test's own address is the proxy
+        trustProxy: ['127.0.0.1', '::1'],
+      },
     });
   });
   afterAll(() => server.close());
@@ -119,8 +119,7 @@ describeEngines('admin token brute force [%s]', (engine) => {
   let server: TestServer;
   beforeAll(async () => {
     server = await startTestServer(engine, {
-      apiKeyMaxFailures: MAX_FAILURES,
-      apiKeyFailureWindowMs: WINDOW_MS,
+      auth: { apiKeyMaxFailures: MAX_FAILURES, apiKeyFailureWindowMs: WINDOW_MS },
     });
   });
   afterAll(() => server.close());

@@ -288,10 +288,12 @@ describeEngines('identity JWT on the read API [%s]', (engine) => {
     let traceId: string;
     beforeAll(async () => {
       server = await startTestServer(engine, {
-        jwtSecret: undefined,
-        jwtJwksUrl: jwks.url,
-        jwtIssuer: 'https://issuer.test',
-        jwtAudience: 'flightlog',
+        auth: {
+          jwtSecret: undefined,
+          jwtJwksUrl: jwks.url,
+          jwtIssuer: 'https://issuer.test',
+          jwtAudience: 'flightlog',
+        },
       });
       const agent = await server.createAgent();
       const { body, trace } = runBatch({ events: 1 });

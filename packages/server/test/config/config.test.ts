@@ -1,68 +1,77 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config.js';
+import { changeConfig, ConfigError, loadConfig } from '../../src/config.js';
 
 describe('loadConfig', () => {
   it('has the documented defaults', () => {
     expect(loadConfig({})).toMatchObject({
-      port: 8080,
-      host: '127.0.0.1',
-      dataDir: './.flightlog',
-      dataDirDurability: 'power-loss',
-      databaseUrl: undefined,
-      databasePoolSize: 10,
-      maxBodyBytes: 5 * 1024 * 1024,
-      apiKeyCacheMs: 2000,
-      liveAccessCheckMs: 2000,
-      apiKeyMaxFailures: 20,
-      apiKeyFailureWindowMs: 60_000,
-      analysisGraceMs: 2000,
-      requestTimeoutMs: 30_000,
-      shutdownTimeoutMs: 10_000,
-      logLevel: 'info',
-      adminToken: undefined,
-      jwtSecret: undefined,
-      analysisWorker: true,
-      analysisLeaseMs: 60_000,
-      analysisMaxAttempts: 5,
-      analysisPollMs: 500,
-      analysisLlmBaseUrl: undefined,
-      analysisLlmModel: undefined,
-      analysisLlmApiKey: undefined,
-      analysisLlmTimeoutMs: 20_000,
-      analysisLlmSendDecrypted: false,
-      serviceMasterKey: undefined,
-      logFormat: undefined,
-      agentCreators: ['local-operator'],
-      production: false,
-      startUpBanner: undefined,
+      http: {
+        port: 8080,
+        host: '127.0.0.1',
+        maxBodyBytes: 5 * 1024 * 1024,
+        requestTimeoutMs: 30_000,
+      },
+      store: {
+        dataDir: './.flightlog',
+        dataDirDurability: 'power-loss',
+        databaseUrl: undefined,
+        poolSize: 10,
+      },
+      auth: {
+        apiKeyCacheMs: 2000,
+        apiKeyMaxFailures: 20,
+        apiKeyFailureWindowMs: 60_000,
+        adminToken: undefined,
+        jwtSecret: undefined,
+        agentCreators: ['local-operator'],
+      },
+      live: { accessCheckMs: 2000 },
+      analysis: {
+        graceMs: 2000,
+        worker: true,
+        leaseMs: 60_000,
+        maxAttempts: 5,
+        pollMs: 500,
+        llmBaseUrl: undefined,
+        llmModel: undefined,
+        llmApiKey: undefined,
+        llmTimeoutMs: 20_000,
+        llmSendDecrypted: false,
+        serviceMasterKey: undefined,
+      },
+      process: {
+        shutdownTimeoutMs: 10_000,
+        logLevel: 'info',
+        logFormat: undefined,
+        production: false,
+        startUpBanner: undefined,
+      },
     });
   });
 
   it('reads AGENT_CREATORS as user ids separated by commas', () => {
-    expect(loadConfig({ AGENT_CREATORS: ' alice, bob@example.com,,alice ' }).agentCreators).toEqual(
-      ['alice', 'bob@example.com'],
-    );
+    expect(
+      loadConfig({ AGENT_CREATORS: ' alice, bob@example.com,,alice ' }).auth.agentCreators,
+    ).toEqual(['alice', 'bob@example.com']);
   });
 
   it('listens on loopback and lets the local operator create agents only without identity configuration', () => {
     const secret = 'x'.repeat(32);
     expect(loadConfig({ JWT_SECRET: secret })).toMatchObject({
-      host: '0.0.0.0',
-      agentCreators: [],
+      http: { host: '0.0.0.0' },
+      auth: { agentCreators: [] },
     });
     expect(
       loadConfig({ JWT_JWKS_URL: 'https://id.example/jwks', JWT_ISSUER: 'i', JWT_AUDIENCE: 'a' }),
-    ).toMatchObject({ host: '0.0.0.0', agentCreators: [] });
+    ).toMatchObject({ http: { host: '0.0.0.0' }, auth: { agentCreators: [] } });
     // explicit settings win in either mode; an empty AGENT_CREATORS means nobody
-    expect(loadConfig({ HOST: '0.0.0.0' }).host).toBe('0.0.0.0');
-    expect(loadConfig({ AGENT_CREATORS: '' }).agentCreators).toEqual([]);
-    expect(loadConfig({ JWT_SECRET: secret, AGENT_CREATORS: ' ana, bo ,,' }).agentCreators).toEqual(
-      ['ana', 'bo'],
-    );
-    expect(loadConfig({ NODE_ENV: 'production' }).production).toBe(true);
+    expect(loadConfig({ HOST: '0.0.0.0' }).http.host).toBe('0.0.0.0');
+    expect(loadConfig({ AGENT_CREATORS: '' }).auth.agentCreators).toEqual([]);
+    expect(
+      loadConfig({ JWT_SECRET: secret, AGENT_CREATORS: ' ana, bo ,,' }).auth.agentCreators,
+    ).toEqual(['ana', 'bo']);
+    expect(loadConfig({ NODE_ENV: 'production' }).process.production).toBe(true);
     expect(loadConfig({ LOG_FORMAT: 'json', FLIGHTLOG_BANNER: 'off' })).toMatchObject({
-      logFormat: 'json',
-      startUpBanner: false,
+      process: { logFormat: 'json', startUpBanner: false },
     });
     expect(() => loadConfig({ LOG_FORMAT: 'text' })).toThrow(
       new ConfigError('LOG_FORMAT must be pretty or json, got "text"'),
@@ -85,25 +94,29 @@ describe('loadConfig', () => {
       SERVICE_MASTER_KEY: key.toString('base64'),
     });
     expect(config).toMatchObject({
-      analysisWorker: false,
-      analysisGraceMs: 0,
-      analysisLeaseMs: 30_000,
-      analysisMaxAttempts: 3,
-      analysisPollMs: 100,
-      analysisLlmBaseUrl: 'https://llm.example/v1',
-      analysisLlmModel: 'gpt-4o-mini',
-      analysisLlmApiKey: 'sk-abc',
-      analysisLlmTimeoutMs: 10_000,
-      analysisLlmSendDecrypted: true,
+      analysis: {
+        worker: false,
+        graceMs: 0,
+        leaseMs: 30_000,
+        maxAttempts: 3,
+        pollMs: 100,
+        llmBaseUrl: 'https://llm.example/v1',
+        llmModel: 'gpt-4o-mini',
+        llmApiKey: 'sk-abc',
+        llmTimeoutMs: 10_000,
+        llmSendDecrypted: true,
+      },
     });
-    expect(config.serviceMasterKey?.equals(key)).toBe(true);
+    expect(config.analysis.serviceMasterKey?.equals(key)).toBe(true);
     // URL-safe base64 without padding is the same key
     const urlSafe = key.toString('base64url');
-    expect(loadConfig({ SERVICE_MASTER_KEY: urlSafe }).serviceMasterKey?.equals(key)).toBe(true);
+    expect(loadConfig({ SERVICE_MASTER_KEY: urlSafe }).analysis.serviceMasterKey?.equals(key)).toBe(
+      true,
+    );
   });
 
   it('allows a lease shorter than the LLM timeout when no LLM is configured', () => {
-    expect(loadConfig({ ANALYSIS_LEASE_MS: '5000' }).analysisLeaseMs).toBe(5_000);
+    expect(loadConfig({ ANALYSIS_LEASE_MS: '5000' }).analysis.leaseMs).toBe(5_000);
   });
 
   it('never echoes a wrong SERVICE_MASTER_KEY', () => {
@@ -136,25 +149,27 @@ describe('loadConfig', () => {
       LIVE_ACCESS_CHECK_MS: '4000',
     });
     expect(config).toMatchObject({
-      port: 9000,
-      databaseUrl: 'postgres://u@db:5432/flightlog',
-      databaseSchema: 'tenant_a',
-      jwtJwksUrl: 'https://idp.example/jwks.json',
-      dashboardOidcClientId: 'flightlog',
-      maxBodyBytes: 2048,
-      apiKeyCacheMs: 0,
-      apiKeyMaxFailures: 5,
-      apiKeyFailureWindowMs: 300_000,
-      liveAccessCheckMs: 4000,
+      http: { port: 9000, maxBodyBytes: 2048 },
+      store: { databaseUrl: 'postgres://u@db:5432/flightlog', databaseSchema: 'tenant_a' },
+      auth: {
+        jwtJwksUrl: 'https://idp.example/jwks.json',
+        dashboardOidcClientId: 'flightlog',
+        apiKeyCacheMs: 0,
+        apiKeyMaxFailures: 5,
+        apiKeyFailureWindowMs: 300_000,
+      },
+      live: { accessCheckMs: 4000 },
     });
-    expect(loadConfig({ DATA_DIR_DURABILITY: 'process-crash' }).dataDirDurability).toBe(
+    expect(loadConfig({ DATA_DIR_DURABILITY: 'process-crash' }).store.dataDirDurability).toBe(
       'process-crash',
     );
-    expect(loadConfig({ DATA_DIR_DURABILITY: 'power-loss' }).dataDirDurability).toBe('power-loss');
-    expect(loadConfig({}).trustProxy).toBe(false);
-    expect(loadConfig({ TRUST_PROXY: 'false' }).trustProxy).toBe(false);
-    expect(loadConfig({ TRUST_PROXY: '2' }).trustProxy).toBe(2);
-    expect(loadConfig({ TRUST_PROXY: '10.0.0.0/8, ::1, 192.0.2.7' }).trustProxy).toEqual([
+    expect(loadConfig({ DATA_DIR_DURABILITY: 'power-loss' }).store.dataDirDurability).toBe(
+      'power-loss',
+    );
+    expect(loadConfig({}).http.trustProxy).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: 'false' }).http.trustProxy).toBe(false);
+    expect(loadConfig({ TRUST_PROXY: '2' }).http.trustProxy).toBe(2);
+    expect(loadConfig({ TRUST_PROXY: '10.0.0.0/8, ::1, 192.0.2.7' }).http.trustProxy).toEqual([
       '10.0.0.0/8',
       '::1',
       '192.0.2.7',
@@ -234,5 +249,19 @@ describe('loadConfig', () => {
   ])('refuses %j naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(name);
+  });
+});
+
+describe('changeConfig', () => {
+  it('changes only the settings it is given, group by group, and leaves the original as it was', () => {
+    const base = loadConfig({ LIVE_HEARTBEAT_MS: '5000', ADMIN_TOKEN: 'a'.repeat(16) });
+    const changed = changeConfig(base, { live: { retryMs: 10 }, auth: { adminToken: undefined } });
+    expect(changed.live).toEqual({ ...base.live, retryMs: 10 });
+    expect(changed.live.heartbeatMs).toBe(5_000);
+    expect(changed.auth.adminToken).toBeUndefined();
+    expect(changed.auth.apiKeyCacheMs).toBe(base.auth.apiKeyCacheMs);
+    expect(changed.store).toEqual(base.store);
+    expect(base.live.retryMs).toBe(3_000);
+    expect(base.auth.adminToken).toBe('a'.repeat(16));
   });
 });

@@ -26,7 +26,7 @@ describeWithBrowser('renaming an agent in the dashboard', () => {
   let agent: TestAgent;
 
   beforeAll(async () => {
-    server = await startTestServer('pglite', { analysisWorker: false });
+    server = await startTestServer('pglite', { analysis: { worker: false } });
     browser = await launchBrowser();
     agent = await server.createAgent({ name: 'Swap bot' });
     await server.userToken(OWNER, agent.agentId, 'owner');

@@ -20,10 +20,12 @@ import { startTestServer, type TestAgent, type TestServer } from '../harness/tes
 /** A server that trusts `provider`'s ID tokens, and that provider with the dashboard registered. */
 async function trustingServer(provider: TestOidcProvider): Promise<TestServer> {
   const server = await startTestServer('pglite', {
-    jwtJwksUrl: provider.jwksUrl,
-    jwtIssuer: provider.issuer,
-    jwtAudience: provider.clientId,
-    dashboardOidcClientId: provider.clientId,
+    auth: {
+      jwtJwksUrl: provider.jwksUrl,
+      jwtIssuer: provider.issuer,
+      jwtAudience: provider.clientId,
+      dashboardOidcClientId: provider.clientId,
+    },
   });
   provider.registerDashboard(server.url);
   return server;

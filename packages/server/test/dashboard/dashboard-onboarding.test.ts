@@ -33,9 +33,8 @@ describeWithBrowser('onboarding an agent in the dashboard', () => {
 
   beforeAll(async () => {
     server = await startTestServer('pglite', {
-      analysisWorker: false,
-      agentCreators: [CREATOR],
-      apiKeyCacheMs: 200,
+      analysis: { worker: false },
+      auth: { agentCreators: [CREATOR], apiKeyCacheMs: 200 },
     });
     browser = await launchBrowser();
   });

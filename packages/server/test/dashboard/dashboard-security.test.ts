@@ -30,7 +30,7 @@ describeWithBrowser('the dashboard against hostile agent text', () => {
   let token: string;
 
   beforeAll(async () => {
-    server = await startTestServer('pglite', { analysisWorker: false });
+    server = await startTestServer('pglite', { analysis: { worker: false } });
     browser = await launchBrowser();
     agent = await server.createAgent({ name: HOSTILE.img });
     token = await server.userToken('mallory-viewer', agent.agentId, 'viewer');

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { mintDevToken } from '../../src/auth/dev-token.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { changeConfig, loadConfig, type ConfigChanges } from '../../src/config.js';
 import { startServer, type RunningServer } from '../../src/server.js';
 import { disposeLocation, freshLocation, type EngineName } from './engines.js';
 import { send } from './http.js';
@@ -26,7 +26,7 @@ export interface RedisServed {
  */
 export async function startServedOnOwnRedis(
   engine: EngineName,
-  overrides: Partial<Config> = {},
+  changes: ConfigChanges = {},
 ): Promise<RedisServed> {
   const redis = await RedisProcess.start();
   const location = freshLocation(engine);
@@ -34,18 +34,16 @@ export async function startServedOnOwnRedis(
   const adminToken = randomBytes(24).toString('hex');
   const jwtSecret = randomBytes(32).toString('hex');
   const server = await startServer(
-    {
-      ...loadConfig({}),
-      port: 0,
-      host: '127.0.0.1',
-      dataDir,
-      ...location,
-      adminToken,
-      jwtSecret,
-      redisUrl: redis.url,
-      analysisWorker: false,
-      ...overrides,
-    },
+    changeConfig(
+      changeConfig(loadConfig({}), {
+        http: { port: 0, host: '127.0.0.1' },
+        store: { dataDir, ...location },
+        auth: { adminToken, jwtSecret },
+        live: { redisUrl: redis.url },
+        analysis: { worker: false },
+      }),
+      changes,
+    ),
     { logger: false },
   );
   const created = await send(server.url, '/admin/v1/agents', {}, { token: adminToken });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { buildApp, type FlightlogApp } from '../../src/app.js';
 import { mintDevToken } from '../../src/auth/dev-token.js';
-import { loadConfig, type Config } from '../../src/config.js';
+import { changeConfig, loadConfig, type Config, type ConfigChanges } from '../../src/config.js';
 import { openStore, type Store } from '../../src/store/open-store.js';
 import { createRedisBus } from '../../src/live/redis-bus.js';
 import {
@@ -51,27 +51,26 @@ export interface TestServerOptions {
 
 export async function startTestServer(
   engine: EngineName,
-  overrides: Partial<Config> = {},
+  changes: ConfigChanges = {},
   options: TestServerOptions = {},
 ): Promise<TestServer> {
   const adminToken = randomBytes(24).toString('hex');
   const jwtSecret = randomBytes(32).toString('hex');
   const location = options.shareWith?.location ?? freshLocation(engine);
-  const config: Config = {
-    ...loadConfig({}),
-    port: 0,
-    host: '127.0.0.1',
-    adminToken,
-    jwtSecret,
-    analysisGraceMs: 0,
-    ...location,
-    ...overrides,
-  };
+  const config = changeConfig(
+    changeConfig(loadConfig({}), {
+      http: { port: 0, host: '127.0.0.1' },
+      auth: { adminToken, jwtSecret },
+      analysis: { graceMs: 0 },
+      store: location,
+    }),
+    changes,
+  );
   const store = await openStore({
-    ...(config.databaseUrl ? { databaseUrl: config.databaseUrl } : {}),
-    ...(config.databaseSchema ? { databaseSchema: config.databaseSchema } : {}),
+    ...(config.store.databaseUrl ? { databaseUrl: config.store.databaseUrl } : {}),
+    ...(config.store.databaseSchema ? { databaseSchema: config.store.databaseSchema } : {}),
     poolSize: 4,
-    ingestGroup: config.ingestGroup,
+    ingestGroup: config.store.ingestGroup,
   });
   const liveRedisPrefix =
     options.shareWith?.liveRedisPrefix ?? `flightlog-test:${randomBytes(6).toString('hex')}:`;

@@ -15,7 +15,7 @@ describe('connection-level errors are problem+json, and slow senders are cut off
   let server: TestServer;
   let agent: TestAgent;
   beforeAll(async () => {
-    server = await startTestServer('pglite', { requestTimeoutMs: 1_500 });
+    server = await startTestServer('pglite', { http: { requestTimeoutMs: 1_500 } });
     agent = await server.createAgent();
   });
   afterAll(() => server.close());

@@ -21,12 +21,7 @@ describeEngines('fair admission between tenants [%s]', (engine) => {
   beforeAll(async () => {
     server = await startTestServer(
       engine,
-      {
-        admissionMaxInFlight: 2,
-        admissionMaxQueuedPerTenant: 2,
-        admissionMaxQueued: 16,
-        admissionMaxWaitMs: 20_000,
-      },
+      { admission: { maxInFlight: 2, maxQueuedPerTenant: 2, maxQueued: 16, maxWaitMs: 20_000 } },
       {
         beforeListen: (app) =>
           app.get<{ Headers: { 'x-tenant': string } }>(

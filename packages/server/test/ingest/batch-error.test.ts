@@ -20,7 +20,7 @@ describeEngines('POST /v1/traces/batch, refused [%s]', (engine) => {
   let server: TestServer;
   let agent: TestAgent;
   beforeAll(async () => {
-    server = await startTestServer(engine, { maxBodyBytes: 1024 * 1024 });
+    server = await startTestServer(engine, { http: { maxBodyBytes: 1024 * 1024 } });
     agent = await server.createAgent();
   });
   afterAll(() => server.close());

@@ -10,7 +10,7 @@ describeEngines('ingest security [%s]', (engine) => {
   let alice: TestAgent;
   let mallory: TestAgent;
   beforeAll(async () => {
-    server = await startTestServer(engine, { apiKeyCacheMs: 1_000 });
+    server = await startTestServer(engine, { auth: { apiKeyCacheMs: 1_000 } });
     alice = await server.createAgent({ name: 'alice' });
     mallory = await server.createAgent({ name: 'mallory' });
   });

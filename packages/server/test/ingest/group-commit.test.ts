@@ -19,7 +19,9 @@ describeEngines('group commit of batches [%s]', (engine) => {
   let alice: TestAgent;
   let bob: TestAgent;
   beforeAll(async () => {
-    server = await startTestServer(engine, { ingestGroup: { maxBatches: 32, concurrency: 1 } });
+    server = await startTestServer(engine, {
+      store: { ingestGroup: { maxBatches: 32, concurrency: 1 } },
+    });
     alice = await server.createAgent({ name: 'alice' });
     bob = await server.createAgent({ name: 'bob' });
   });

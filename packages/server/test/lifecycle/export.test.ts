@@ -36,9 +36,11 @@ describeEngines('export [%s]', (engine) => {
   let server: TestServer;
   beforeAll(async () => {
     server = await startTestServer(engine, {
-      // a reader that takes nothing for this long is cut (the stall test)
-      exportStallTimeoutMs: 3_000,
-      exportMaxPerUser: 2,
+      export: {
+        // a reader that takes nothing for this long is cut (the stall test)
+        stallTimeoutMs: 3_000,
+        maxPerUser: 2,
+      },
     });
   });
   afterAll(() => server.close());
@@ -533,7 +535,7 @@ describeEngines('export [%s]', (engine) => {
     }, 60_000);
 
     it('shutting down cuts a streaming export at once, and refuses new ones', async () => {
-      const closing = await startTestServer(engine, { exportStallTimeoutMs: 600_000 });
+      const closing = await startTestServer(engine, { export: { stallTimeoutMs: 600_000 } });
       try {
         const own = await closing.createAgent();
         const user = await closing.userToken(`viewer-${newId()}`, own.agentId, 'viewer');

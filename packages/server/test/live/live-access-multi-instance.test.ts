@@ -37,7 +37,7 @@ describeWithPostgres('revoked access across two instances and the CLI (PostgreSQ
   beforeAll(async () => {
     a = await startTestServer('postgres');
     // the same identity provider: A's tokens are valid on B
-    b = await startTestServer('postgres', { jwtSecret: a.jwtSecret }, { shareWith: a });
+    b = await startTestServer('postgres', { auth: { jwtSecret: a.jwtSecret } }, { shareWith: a });
   });
   afterEach(() => {
     onA.closeAll();
@@ -262,10 +262,14 @@ describeWithPostgres('revoked access announced through Redis (PostgreSQL + Redis
   const ANNOUNCED_MS = 1_500;
 
   beforeAll(async () => {
-    a = await startTestServer('postgres', { liveAccessCheckMs: SLOW_CHECK_MS }, { bus: 'redis' });
+    a = await startTestServer(
+      'postgres',
+      { live: { accessCheckMs: SLOW_CHECK_MS } },
+      { bus: 'redis' },
+    );
     b = await startTestServer(
       'postgres',
-      { jwtSecret: a.jwtSecret, liveAccessCheckMs: SLOW_CHECK_MS },
+      { auth: { jwtSecret: a.jwtSecret }, live: { accessCheckMs: SLOW_CHECK_MS } },
       { shareWith: a, bus: 'redis' },
     );
   });

@@ -30,7 +30,7 @@ describeEngines('revoked access ends live streams [%s]', (engine: EngineName) =>
 
   beforeAll(async () => {
     // default LIVE_ACCESS_CHECK_MS (2 s); keys cached 5 s, so "refused at once" is not the ttl
-    server = await startTestServer(engine, { apiKeyCacheMs: 5_000 });
+    server = await startTestServer(engine, { auth: { apiKeyCacheMs: 5_000 } });
   });
   afterEach(closeAll);
   afterAll(async () => {

@@ -11,7 +11,7 @@ describeBuses('a replay to a slow reader [%s]', (bus) => {
   let agent: TestAgent;
   let token: string;
   beforeAll(async () => {
-    server = await startTestServer('pglite', { liveMaxQueueBytes: 64 * 1024 }, { bus });
+    server = await startTestServer('pglite', { live: { maxQueueBytes: 64 * 1024 } }, { bus });
     agent = await server.createAgent();
     token = await server.userToken('slow-reader', agent.agentId);
     const filler = 'x'.repeat(MESSAGE_BYTES);

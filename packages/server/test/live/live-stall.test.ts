@@ -21,7 +21,7 @@ describeBuses('a client that stops reading during the replay [%s]', (bus) => {
     // one stream per user, so a slot that is not released shows as a 429
     server = await startTestServer(
       'pglite',
-      { liveStallTimeoutMs: STALL_MS, liveMaxQueueBytes: 64 * 1024, liveMaxStreamsPerUser: 1 },
+      { live: { stallTimeoutMs: STALL_MS, maxQueueBytes: 64 * 1024, maxStreamsPerUser: 1 } },
       { bus },
     );
     agent = await server.createAgent();
@@ -37,7 +37,7 @@ describeBuses('a client that stops reading during the replay [%s]', (bus) => {
   });
 
   it('is disconnected about LIVE_STALL_TIMEOUT_MS after it stopped, and its slot is released', async () => {
-    expect(server.config.liveStallTimeoutMs).toBe(STALL_MS);
+    expect(server.config.live.stallTimeoutMs).toBe(STALL_MS);
     const socket = net.connect(Number(new URL(server.url).port), '127.0.0.1');
     socket.on('error', () => {});
     let received = '';
@@ -87,8 +87,8 @@ describeBuses('a client that stops reading during the replay [%s]', (bus) => {
 
 describe('LIVE_STALL_TIMEOUT_MS', () => {
   it('defaults to 10 s, is read from the environment, and a wrong value names the variable', () => {
-    expect(loadConfig({}).liveStallTimeoutMs).toBe(10_000);
-    expect(loadConfig({ LIVE_STALL_TIMEOUT_MS: '2500' }).liveStallTimeoutMs).toBe(2_500);
+    expect(loadConfig({}).live.stallTimeoutMs).toBe(10_000);
+    expect(loadConfig({ LIVE_STALL_TIMEOUT_MS: '2500' }).live.stallTimeoutMs).toBe(2_500);
     for (const wrong of ['soon', '1.5', '-1', '99', '600001']) {
       expect(() => loadConfig({ LIVE_STALL_TIMEOUT_MS: wrong }), wrong).toThrow(ConfigError);
       expect(() => loadConfig({ LIVE_STALL_TIMEOUT_MS: wrong }), wrong).toThrow(

@@ -26,7 +26,7 @@ describeBuses('GET /v1/agents/:id/live, slow clients and shutdown [%s]', (bus: B
   const { watch, post, closeAll } = liveDriver(() => server);
 
   beforeAll(async () => {
-    server = await startTestServer('pglite', { liveMaxQueueBytes: 4096 }, { bus });
+    server = await startTestServer('pglite', { live: { maxQueueBytes: 4096 } }, { bus });
   });
   // Streams are not aborted between tests: fetch opens a spare connection after an aborted
   // stream, which the shutdown test would wait for. The shutdown test ends them all.
@@ -116,7 +116,7 @@ describeBuses('GET /v1/agents/:id/live, slow clients and shutdown [%s]', (bus: B
     await within(Promise.all(streams.map((s) => s.ended)), 2_000, 'ending the streams');
     await within(closing, 3_000, 'closing the server');
     expect(Date.now() - started).toBeLessThan(3_000);
-    expect(server.config.shutdownTimeoutMs).toBeGreaterThanOrEqual(10_000);
+    expect(server.config.process.shutdownTimeoutMs).toBeGreaterThanOrEqual(10_000);
     // and it is gone
     await expect(fetch(liveUrl(server, agent.agentId))).rejects.toThrow();
   });

@@ -41,7 +41,7 @@ describeBuses('GET /v1/agents/:id/live [%s]', (bus: BusName) => {
   beforeAll(async () => {
     server = await startTestServer(
       'pglite',
-      { liveHeartbeatMs: 200, liveMaxStreamsPerUser: 2 },
+      { live: { heartbeatMs: 200, maxStreamsPerUser: 2 } },
       { bus },
     );
   });
@@ -89,7 +89,7 @@ describeBuses('GET /v1/agents/:id/live [%s]', (bus: BusName) => {
       // plain text, comment first
       expect(body.startsWith(': connected\n')).toBe(true);
       const retries = body.split('\n').filter((line) => line.startsWith('retry:'));
-      expect(retries).toEqual([`retry: ${server.config.liveRetryMs}`]);
+      expect(retries).toEqual([`retry: ${server.config.live.retryMs}`]);
     } finally {
       response.destroy();
     }
@@ -97,7 +97,7 @@ describeBuses('GET /v1/agents/:id/live [%s]', (bus: BusName) => {
     const sse = await watch(agent.agentId);
     await sse.waitFor((c) => traceCount(c) === 1, 5_000, 'the replay');
     expect(sse.comments[0]).toBe('connected');
-    expect(sse.retry).toBe(server.config.liveRetryMs);
+    expect(sse.retry).toBe(server.config.live.retryMs);
   });
 
   it('replays what was stored, oldest first, then delivers new batches: one message per item, as stored', async () => {
@@ -556,7 +556,7 @@ describeBuses('GET /v1/agents/:id/live [%s]', (bus: BusName) => {
   it('a client that keeps up receives a full replay of realistic batches without being cut off', async () => {
     // 1000 batches of about 2.5 KB (a trace and three model calls): about 2.5 MB to replay,
     // more than LIVE_MAX_QUEUE_BYTES (1 MB) but read as fast as it is sent
-    expect(server.config.liveMaxQueueBytes).toBe(1024 * 1024);
+    expect(server.config.live.maxQueueBytes).toBe(1024 * 1024);
     const agent = await server.createAgent();
     const items = Array.from({ length: LIVE_BUFFER }, () => {
       const trace = traceSnapshot({ agentId: agent.agentId, eventCount: 3 });
@@ -565,7 +565,7 @@ describeBuses('GET /v1/agents/:id/live [%s]', (bus: BusName) => {
         events: [0, 1, 2].map((i) => llmCallEvent(trace.id, i)),
       });
     });
-    expect(items.join('').length).toBeGreaterThan(2 * server.config.liveMaxQueueBytes);
+    expect(items.join('').length).toBeGreaterThan(2 * server.config.live.maxQueueBytes);
     for (const item of items) await server.bus.publish(agent.agentId, [item]);
 
     const sse = await watch(agent.agentId);

@@ -1,7 +1,7 @@
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { loadConfig } from '../../src/config.js';
+import { changeConfig, loadConfig } from '../../src/config.js';
 import { startServer } from '../../src/server.js';
 import { openStore } from '../../src/store/open-store.js';
 import { runBatch } from '../fixtures/batches.js';
@@ -39,16 +39,13 @@ describeWithPostgres('shutdown waits for a handler whose client has gone', () =>
     const adminToken = randomBytes(16).toString('hex');
     const logLines: string[] = [];
     const server = await startServer(
-      {
-        ...loadConfig({ ADMIN_TOKEN: adminToken }),
-        port: 0,
-        host: '127.0.0.1',
-        databaseUrl: throughProxy.toString(),
-        databaseSchema: location.databaseSchema!,
-        analysisWorker: false,
+      changeConfig(loadConfig({ ADMIN_TOKEN: adminToken }), {
+        http: { port: 0, host: '127.0.0.1' },
+        store: { databaseUrl: throughProxy.toString(), databaseSchema: location.databaseSchema! },
+        analysis: { worker: false },
         // every request looks its key up: two trips to the database (key, then trace)
-        apiKeyCacheMs: 0,
-      },
+        auth: { apiKeyCacheMs: 0 },
+      }),
       {
         logger: {
           destination: {

@@ -109,7 +109,7 @@ describeEngines('structured logs [%s]', (engine) => {
     await app.listen({ port: 0, host: '127.0.0.1' });
     const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}`;
     try {
-      const created = await send(url, '/admin/v1/agents', {}, { token: config.adminToken });
+      const created = await send(url, '/admin/v1/agents', {}, { token: config.auth.adminToken });
       const { apiKey, verifyToken } = created.body;
       const batch = runBatch({ batch: { verifyToken, agentId: created.body.agentId } });
       batch.body.items[0]!.events[0]!.payload = { secret: 'private-payload-marker' };
@@ -118,7 +118,7 @@ describeEngines('structured logs [%s]', (engine) => {
       await postBatch(url, apiKey, { nonsense: 'private-payload-marker' });
       const log = lines.join('');
       expect(log).toContain('"reqId":"log-test-1"');
-      for (const secret of [apiKey, verifyToken, config.adminToken, 'private-payload-marker'])
+      for (const secret of [apiKey, verifyToken, config.auth.adminToken, 'private-payload-marker'])
         expect(log).not.toContain(secret);
     } finally {
       await app.close();
@@ -153,7 +153,7 @@ describeWithRedis('structured logs when the Redis bus fails [redis]', () => {
         '/admin/v1/agents',
         { id: agentId },
         {
-          token: config.adminToken,
+          token: config.auth.adminToken,
         },
       );
       const batch = runBatch();
@@ -188,7 +188,7 @@ describeWithPostgres('PostgreSQL outage [postgres]', () => {
     proxy = new TcpProxy(target.hostname, Number(target.port || 5432));
     await proxy.start();
     target.port = String(proxy.port);
-    server = await startTestServer('postgres', { databaseUrl: target.toString() });
+    server = await startTestServer('postgres', { store: { databaseUrl: target.toString() } });
     agent = await server.createAgent();
   });
   afterAll(async () => {

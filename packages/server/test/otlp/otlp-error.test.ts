@@ -92,9 +92,10 @@ describeEngines('OTLP ingest, refusals [%s]', (engine) => {
   let agent: TestAgent;
   beforeAll(async () => {
     server = await startTestServer(engine, {
-      maxBodyBytes: 64 * 1024,
-      // bodies from 2 KiB up are decoded by the worker pool: both paths are exercised
-      largeBodyBytes: 2 * 1024,
+      http: {
+        maxBodyBytes: 64 * 1024, // bodies from 2 KiB up are decoded by the worker pool: both paths are exercised
+        largeBodyBytes: 2 * 1024,
+      },
     });
     agent = await server.createAgent({ name: 'otel errors' });
   });

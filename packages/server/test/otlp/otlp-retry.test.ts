@@ -22,7 +22,9 @@ describeWithPostgres('OTLP ingest while the database is away', () => {
     await proxy.start();
     target.hostname = '127.0.0.1';
     target.port = String(proxy.port);
-    server = await startTestServer('postgres', { ...location, databaseUrl: target.toString() });
+    server = await startTestServer('postgres', {
+      store: { ...location, databaseUrl: target.toString() },
+    });
     agent = await server.createAgent({ name: 'otel outage' });
   });
   afterAll(async () => {

@@ -35,9 +35,7 @@ describeEngines('OTLP ingest, security [%s]', (engine) => {
   let mallory: TestAgent;
   beforeAll(async () => {
     server = await startTestServer(engine, {
-      apiKeyCacheMs: 1_000,
-      apiKeyMaxFailures: MAX_FAILURES,
-      apiKeyFailureWindowMs: 5_000,
+      auth: { apiKeyCacheMs: 1_000, apiKeyMaxFailures: MAX_FAILURES, apiKeyFailureWindowMs: 5_000 },
     });
     alice = await server.createAgent({ name: 'alice' });
     mallory = await server.createAgent({ name: 'mallory' });

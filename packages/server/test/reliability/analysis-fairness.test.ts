@@ -24,7 +24,7 @@ describeEngines('the analysis queue under one agent flood [%s]', (engine) => {
   let worker: AnalysisWorker;
 
   beforeAll(async () => {
-    server = await startTestServer(engine, { analysisGraceMs: GRACE_MS });
+    server = await startTestServer(engine, { analysis: { graceMs: GRACE_MS } });
     flooder = await server.createAgent({ name: 'flooder' });
     other = await server.createAgent({ name: 'other' });
     token = await server.userToken('other-owner', other.agentId);

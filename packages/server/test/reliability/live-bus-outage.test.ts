@@ -140,7 +140,7 @@ describeEngines('live bus outage: Redis killed and restarted empty [%s]', (engin
     'past LIVE_BACKLOG_MAX_BYTES the oldest batches are given up and the stream gets one `resync` saying so, then the newest in order',
     async () => {
       // each batch of 3 events is ~2.5 KB of JSON, ~5 KB held: room for 5
-      const r = (running = await start(engine, { liveBacklogMaxBytes: 26 * 1024 }));
+      const r = (running = await start(engine, { live: { backlogMaxBytes: 26 * 1024 } }));
       const { url } = r.server;
       const live = await open(r);
       const first = runBatch();

@@ -29,7 +29,7 @@ describeEngines('batches that only create their traces [%s]', (engine) => {
     const shared = engine === 'postgres';
     grouped = await startTestServer(
       engine,
-      { ingestGroup: { maxBatches: 32, concurrency: 1 } },
+      { store: { ingestGroup: { maxBatches: 32, concurrency: 1 } } },
       shared ? { shareWith: server } : {},
     );
     [groupedMine, groupedTheirs] = shared

@@ -14,7 +14,7 @@ describe('the store every process of one deployment opens', () => {
   it('is the same database and schema for the server, a worker and a command', () => {
     const config = loadConfig(POSTGRES);
     for (const user of ['server', 'worker', 'command'] as const) {
-      const options = storeOptionsFrom(config, user);
+      const options = storeOptionsFrom(config.store, user);
       expect(options.databaseUrl).toBe(POSTGRES.DATABASE_URL);
       expect(options.databaseSchema).toBe('tenant_a');
       expect(options.dataDir).toBeUndefined();
@@ -27,7 +27,7 @@ describe('the store every process of one deployment opens', () => {
       DATA_DIR_DURABILITY: 'process-crash',
     });
     for (const user of ['server', 'worker', 'command'] as const) {
-      const options = storeOptionsFrom(config, user);
+      const options = storeOptionsFrom(config.store, user);
       expect(options).toMatchObject({
         dataDir: '/var/lib/flightlog',
         dataDirDurability: 'process-crash',
@@ -37,7 +37,7 @@ describe('the store every process of one deployment opens', () => {
   });
 
   it('gives the server the configured pool, deadline and group commit', () => {
-    expect(storeOptionsFrom(loadConfig(POSTGRES), 'server')).toMatchObject({
+    expect(storeOptionsFrom(loadConfig(POSTGRES).store, 'server')).toMatchObject({
       poolSize: 20,
       statementTimeoutMs: 5000,
       ingestGroup: { maxBatches: 16 },
@@ -45,16 +45,17 @@ describe('the store every process of one deployment opens', () => {
   });
 
   it('keeps a worker to two connections and the deadline, without group commit', () => {
-    const options = storeOptionsFrom(loadConfig(POSTGRES), 'worker');
+    const options = storeOptionsFrom(loadConfig(POSTGRES).store, 'worker');
     expect(options).toMatchObject({ poolSize: 2, statementTimeoutMs: 5000 });
     expect(options.ingestGroup).toBeUndefined();
     expect(
-      storeOptionsFrom(loadConfig({ ...POSTGRES, DATABASE_POOL_SIZE: '1' }), 'worker').poolSize,
+      storeOptionsFrom(loadConfig({ ...POSTGRES, DATABASE_POOL_SIZE: '1' }).store, 'worker')
+        .poolSize,
     ).toBe(1);
   });
 
   it('opens a command with a small pool, leaving migration to the command', () => {
-    const options = storeOptionsFrom(loadConfig(POSTGRES), 'command');
+    const options = storeOptionsFrom(loadConfig(POSTGRES).store, 'command');
     expect(options.poolSize).toBe(2);
     expect(options.ingestGroup).toBeUndefined();
     expect(options.migrate).toBeUndefined();
