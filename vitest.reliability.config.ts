@@ -20,7 +20,7 @@ export const RELIABILITY_TESTS = [
 export default defineConfig({
   test: {
     include: RELIABILITY_TESTS,
-    globalSetup: ['packages/server/test/harness/global-setup.ts'],
+    globalSetup: ['packages/test-support/src/global-setup.ts'],
     testTimeout: 180_000,
     hookTimeout: 120_000,
     pool: 'forks',

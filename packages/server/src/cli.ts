@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { IDENTIFIER_RULE, isMemberUserId } from '@flightlog/protocol';
 import {
@@ -28,7 +30,7 @@ import {
 import { storeAdministration } from './cli/store-administration.js';
 import { VerifyUsageError, verdictLine, verifyFile } from './cli/verify-command.js';
 import { ConfigError, loadConfig, type Config } from './config.js';
-import { runDemo } from './demo.js';
+import { runDemo } from './cli/demo-command.js';
 import type { LifecycleSettingsChange } from './lifecycle/agent-settings.js';
 import { RETENTION_MAX_DAYS, RUN_TIMEOUT_MAX_MS } from './lifecycle/lifecycle-config.js';
 import { LOCAL_OPERATOR, readLocalSecret } from './first-run/local-secret.js';
@@ -74,8 +76,10 @@ Commands:
   dashboard-link --user SUB [--ttl SECONDS]   print a dashboard sign-in link for SUB: PUBLIC_URL
                                               (or http://localhost:PORT) + #token=<identity
                                               token>; the same secret; TTL 12 h by default
-  demo [--once]                               start a server, run the example agent through a few
-                                              runs and tail them live; --once exits afterwards
+  demo [--once] [--agent-script FILE]         start a server, run an example agent (FILE; npm run
+                                              demo gives the repository's) through a few runs, or
+                                              store a sample run, and tail them live; --once exits
+                                              afterwards
 
 Configuration comes from the environment (see the README): DATABASE_URL or DATA_DIR, PORT, ...
 Commands that touch the store open it directly. While a server runs on the same DATA_DIR
@@ -91,6 +95,14 @@ function print(value: unknown): void {
 function required(value: string | undefined, flag: string): string {
   if (!value) throw new UsageError(`missing ${flag}`);
   return value;
+}
+
+/** `--agent-script FILE` of `demo`: an existing file, made absolute; undefined when not given. */
+function exampleAgent(file: string | undefined): string | undefined {
+  if (file === undefined) return undefined;
+  const path = resolve(file);
+  if (!existsSync(path)) throw new UsageError(`--agent-script ${file}: no such file`);
+  return path;
 }
 
 /** `--ttl`: a positive whole number of seconds, `fallback` when absent. */
@@ -329,6 +341,7 @@ async function main(argv: string[]): Promise<void> {
       ttl: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       once: { type: 'boolean' },
+      'agent-script': { type: 'string' },
       'run-timeout-ms': { type: 'string' },
       'retention-days': { type: 'string' },
       since: { type: 'string' },
@@ -359,6 +372,7 @@ async function main(argv: string[]): Promise<void> {
       return runDemo(config, {
         once: values.once === true,
         dataDirGiven: process.env.DATA_DIR !== undefined,
+        agentScript: exampleAgent(values['agent-script']),
       });
     case 'migrate':
       return withStoreOrServer(config, {

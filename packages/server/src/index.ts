@@ -1,5 +1,11 @@
 export { buildApp, type AppDependencies, type FlightlogApp } from './app.js';
-export { loadConfig, ConfigError, type Config } from './config.js';
+export {
+  changeConfig,
+  loadConfig,
+  ConfigError,
+  type Config,
+  type ConfigChanges,
+} from './config.js';
 export { startServer, type RunningServer } from './server.js';
 export { openStore, type Store, type StoreOptions } from './store/open-store.js';
 export { migrate } from './store/migrate.js';

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
 import { CLIENT_DIST, runNode } from '../harness/child-node.js';
 import { LoopbackServer, type ScriptedAnswer } from '../harness/loopback-server.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 
 const TRACE = '01JCOMPLETETRACEALIVE00001';
 const unavailable: ScriptedAnswer = {

@@ -2,7 +2,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
 import { LoopbackServer } from '../harness/loopback-server.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 
 /** Whether this machine has an IPv6 loopback to listen on (it should: then the test runs). */
 async function ipv6Loopback(): Promise<boolean> {

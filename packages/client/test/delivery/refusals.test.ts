@@ -2,7 +2,7 @@ import type { TransportBatchPayload } from '@flightlog/protocol';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
 import type { TransportOutcome } from '../../src/http-transport.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { OK, ScriptedTransport, until } from '../harness/scripted-transport.js';
 
 function makeClient(transport: ScriptedTransport, extra: Record<string, unknown> = {}) {

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
 import { parseRetryAfter, retryDelayMs } from '../../src/retry-policy.js';
 import { LoopbackServer } from '../harness/loopback-server.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 
 const policy = { initialDelayMs: 250, maxDelayMs: 30_000, maxAttempts: 10 };
 

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
 import { LoopbackServer, type ReceivedRequest } from '../harness/loopback-server.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const tooLarge = {

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { decryptPayload, sealPayloadEnvelope } from '@flightlog/protocol';
 import { FlightlogClient } from '../../src/index.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { ScriptedTransport } from '../harness/scripted-transport.js';
 import { parseMasterKey } from '../../src/payload-cipher.js';
 

@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
 import type { TransportOutcome } from '../../src/http-transport.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { OK, ScriptedTransport, until } from '../harness/scripted-transport.js';
 
 const tool = (name: string) => ({ name, input: { text: 'x'.repeat(200) } });

@@ -4,7 +4,7 @@ import { EventBuffer } from '../../src/event-buffer.js';
 import { ClientCore } from '../../src/client-core.js';
 import { MAX_TIMER_DELAY_MS, timerDelay } from '../../src/timer-delay.js';
 import { trackClient, untrackClient } from '../../src/client-registry.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { OK, ScriptedTransport, until } from '../harness/scripted-transport.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

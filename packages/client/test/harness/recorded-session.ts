@@ -1,6 +1,6 @@
 import type { Event } from '@flightlog/protocol';
 import { FlightlogClient, type FlightlogSession } from '../../src/index.js';
-import { RecordingLogger } from './recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { ScriptedTransport } from './scripted-transport.js';
 
 /** A real client whose batches land in memory: the events an instrumentation recorded. */

@@ -1,8 +1,13 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observeAnthropic } from '../../src/instrumentations/anthropic.js';
-import { FakeUpstream, type UpstreamReply } from '../harness/fake-llm-upstream.js';
-import { anthropicError, anthropicMessage, anthropicStream } from '../harness/provider-replies.js';
+import {
+  anthropicError,
+  anthropicMessage,
+  anthropicStream,
+  FakeUpstream,
+  type UpstreamReply,
+} from '@flightlog/test-support';
 import { failingSessions, refusedPayloadSession } from '../harness/failing-sessions.js';
 import { lastTrace, recordedSession } from '../harness/recorded-session.js';
 

@@ -1,15 +1,16 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observeOpenAI } from '../../src/instrumentations/openai.js';
-import { FakeUpstream, type UpstreamReply } from '../harness/fake-llm-upstream.js';
 import {
+  FakeUpstream,
   openAIChat,
   openAIChatStream,
   openAIEmbeddings,
   openAIError,
   openAIResponse,
   openAIResponseStream,
-} from '../harness/provider-replies.js';
+  type UpstreamReply,
+} from '@flightlog/test-support';
 import { lastTrace, recordedSession } from '../harness/recorded-session.js';
 
 let upstream: FakeUpstream;

@@ -12,7 +12,7 @@ import {
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observeSolanaConnection } from '../../src/instrumentations/solana.js';
 import { base58, parseWireTransaction } from '../../src/instrumentations/solana-wire.js';
-import { LiteSvmRpc } from '../harness/litesvm-rpc.js';
+import { LiteSvmRpc } from '@flightlog/test-support';
 import { failingSessions } from '../harness/failing-sessions.js';
 import { lastTrace, recordedSession } from '../harness/recorded-session.js';
 

@@ -5,7 +5,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { observeX402Fetch } from '../../src/instrumentations/x402.js';
-import { NETWORK, PAY_TO, PaywalledServer } from '../harness/paywalled-server.js';
+import { NETWORK, PAY_TO, PaywalledServer } from '@flightlog/test-support';
 import { failingSessions } from '../harness/failing-sessions.js';
 import { recordedSession } from '../harness/recorded-session.js';
 

@@ -3,7 +3,7 @@ import { FlightlogClient } from '../../src/index.js';
 import { WarningChannel } from '../../src/logger.js';
 import { redactUrls } from '../../src/redact.js';
 import { LoopbackServer } from '../harness/loopback-server.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 
 const SECRETS = ['hunter2', 's3cr3t-key', 'tok-123', 'p4ss', 'sig-abc'];
 const everything = (logger: RecordingLogger) => JSON.stringify(logger.lines);

@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
 import { createConsoleLogger, WarningChannel } from '../../src/logger.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { ScriptedTransport } from '../harness/scripted-transport.js';
 
 describe('warnings are throttled, and what was held back is counted', () => {

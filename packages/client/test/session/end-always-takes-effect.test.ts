@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FlightlogClient, type EndOptions } from '../../src/index.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { ScriptedTransport } from '../harness/scripted-transport.js';
 
 function setup() {

@@ -5,7 +5,7 @@ import {
   type SessionOptions,
   type ToolCallPayload,
 } from '../../src/index.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { ScriptedTransport } from '../harness/scripted-transport.js';
 
 const ULID = /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/;

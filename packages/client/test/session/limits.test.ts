@@ -1,9 +1,8 @@
 import { gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { FlightlogClient, type ChainTxPayload, type LlmCallPayload } from '../../src/index.js';
-import { llmPayload } from '../e2e/fixtures.js';
 import type { Transport, TransportOutcome } from '../../src/http-transport.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger, llmPayload } from '@flightlog/test-support';
 import { OK, ScriptedTransport } from '../harness/scripted-transport.js';
 
 function setup(extra: Record<string, unknown> = {}, transport = new ScriptedTransport()) {

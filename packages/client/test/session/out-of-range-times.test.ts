@@ -3,7 +3,7 @@ import { FlightlogClient, type EventFields } from '../../src/index.js';
 import { assembleItems } from '../../src/batch-assembler.js';
 import type { RecordedEvent } from '../../src/recorded-event.js';
 import { WarningChannel } from '../../src/logger.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { ScriptedTransport } from '../harness/scripted-transport.js';
 
 const ULID = /^[0-7][0-9A-HJKMNP-TV-Z]{25}$/;

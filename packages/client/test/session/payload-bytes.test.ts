@@ -7,7 +7,7 @@ import { WarningChannel } from '../../src/logger.js';
 import { sealPayload } from '../../src/payload-sealing.js';
 import type { RecordedEvent } from '../../src/recorded-event.js';
 import { SliceClock, payloadJson, sealPayloadSliced, utf8Sliced } from '../../src/sliced-json.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { ScriptedTransport } from '../harness/scripted-transport.js';
 
 const MiB = 1024 * 1024;

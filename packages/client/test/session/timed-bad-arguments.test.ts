@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { ScriptedTransport } from '../harness/scripted-transport.js';
 
 type Loose = (...args: unknown[]) => unknown;

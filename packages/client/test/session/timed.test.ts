@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { FlightlogClient, startTimer } from '../../src/index.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { ScriptedTransport } from '../harness/scripted-transport.js';
 
 function setup() {

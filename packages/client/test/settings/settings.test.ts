@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
 import { DEFAULTS, resolveSettings } from '../../src/settings.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 import { ScriptedTransport, until } from '../harness/scripted-transport.js';
 
 const logger = new RecordingLogger();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FlightlogClient } from '../../src/index.js';
 import { SilentServer } from '../harness/loopback-server.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { RecordingLogger } from '@flightlog/test-support';
 
 describe('flush() and close() without timeoutMs wait flushTimeoutMs (a service that never answers)', () => {
   let silent: SilentServer;

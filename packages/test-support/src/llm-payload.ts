@@ -1,4 +1,4 @@
-import type { LlmCallPayload } from '../../src/index.js';
+import type { LlmCallPayload } from '@flightlog/protocol';
 
 /** A realistic llm_call payload (the spec's shape). */
 export function llmPayload(overrides: Partial<LlmCallPayload> = {}): LlmCallPayload {

@@ -2,7 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { PublicKey, VersionedTransaction } from '@solana/web3.js';
 import { FailedTransactionMetadata, LiteSVM } from 'litesvm';
-import { base58 } from '../../src/instrumentations/solana-wire.js';
+import { base58 } from '@scure/base';
 
 /*
  * A Solana JSON-RPC endpoint on a loopback port over LiteSVM, a real Solana runtime in this
@@ -82,7 +82,7 @@ export class LiteSvmRpc {
       case 'sendTransaction': {
         const bytes = Buffer.from(params[0] as string, 'base64');
         const transaction = VersionedTransaction.deserialize(bytes);
-        const signature = base58(transaction.signatures[0] ?? new Uint8Array(64));
+        const signature = base58.encode(transaction.signatures[0] ?? new Uint8Array(64));
         const outcome = this.svm.sendTransaction(transaction);
         if (outcome instanceof FailedTransactionMetadata) {
           const err = outcome.err();

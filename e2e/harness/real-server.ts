@@ -1,8 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { buildApp } from '../../../server/src/app.js';
-import { mintDevToken } from '../../../server/src/auth/dev-token.js';
-import { changeConfig, loadConfig, type ConfigChanges } from '../../../server/src/config.js';
-import { openStore, type Store } from '../../../server/src/store/open-store.js';
+import {
+  buildApp,
+  changeConfig,
+  loadConfig,
+  mintDevToken,
+  openStore,
+  type ConfigChanges,
+  type Store,
+} from '@flightlog/server';
 import type { Event, Trace } from '@flightlog/protocol';
 
 export interface RealAgent {

@@ -1,15 +1,14 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { ulid } from 'ulidx';
-import { signInLink } from './auth/dashboard-link.js';
-import { mintDevToken } from './auth/dev-token.js';
-import { changeConfig, type Config } from './config.js';
-import { startServer, type RunningServer } from './server.js';
+import { signInLink } from '../auth/dashboard-link.js';
+import { mintDevToken } from '../auth/dev-token.js';
+import { changeConfig, type Config } from '../config.js';
+import { startServer, type RunningServer } from '../server.js';
 
 /** Options of `flightlog demo`. */
 export interface DemoOptions {
@@ -17,6 +16,12 @@ export interface DemoOptions {
   once: boolean;
   /** True when DATA_DIR was set explicitly (otherwise a temporary directory is used). */
   dataDirGiven: boolean;
+  /**
+   * The example agent to run (`--agent-script FILE`, absolute), which reports each of its runs
+   * as a JSON line on stdout; without one the demo stores a sample run itself. The repository's
+   * `npm run demo` passes examples/swap-agent.mjs: this package does not reach outside itself.
+   */
+  agentScript: string | undefined;
 }
 
 /** One run the example agent reported on its stdout. */
@@ -28,12 +33,10 @@ interface AgentRun {
 }
 
 const VIEWER = 'demo-viewer';
-/** The example agent of this repository (the server package does not depend on the client). */
-const EXAMPLE_AGENT = fileURLToPath(new URL('../../../examples/swap-agent.mjs', import.meta.url));
 
 const say = (line: string) => process.stdout.write(`${line}\n`);
 
-/** A short sample run, stored directly when the example agent is not there (installed package). */
+/** A short sample run, stored directly when no example agent is given. */
 function sampleBatch(agentId: string) {
   const traceId = ulid();
   const start = Date.now() - 4_000;
@@ -115,12 +118,13 @@ function sampleBatch(agentId: string) {
 
 /** Runs the example agent as a child process and collects the runs it reports. */
 function runExampleAgent(
+  script: string,
   scenarios: string[],
   env: Record<string, string>,
   timeoutMs = 90_000,
 ): Promise<AgentRun[]> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [EXAMPLE_AGENT, ...scenarios], {
+    const child = spawn(process.execPath, [script, ...scenarios], {
       env: { PATH: process.env.PATH ?? '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -241,10 +245,11 @@ async function until(done: () => boolean, timeoutMs: number): Promise<boolean> {
 /**
  * `flightlog demo`: starts the service on the embedded engine (PGlite in a temporary DATA_DIR
  * unless one is given; admin token and JWT secret generated), creates an agent and a viewer
- * member through the admin API, tails the agent's live stream, runs the repository's example
- * agent (examples/swap-agent.mjs, a child process) through a successful swap, a failing chain
- * transaction, a tool loop and an encrypted run, then prints where to read each trace and its
- * autopsy. Keeps serving until Ctrl-C, or exits with `--once`.
+ * member through the admin API, tails the agent's live stream, runs the given example agent (a
+ * child process; the repository's examples/swap-agent.mjs) through a successful swap, a failing
+ * chain transaction, a tool loop and an encrypted run, or stores a sample run without one, then
+ * prints where to read each trace and its autopsy. Keeps serving until Ctrl-C, or exits with
+ * `--once`.
  */
 export async function runDemo(base: Config, options: DemoOptions): Promise<void> {
   const tempDir =
@@ -304,21 +309,24 @@ export async function runDemo(base: Config, options: DemoOptions): Promise<void>
 
     let runs: AgentRun[];
     const masterKey = randomBytes(32).toString('base64');
-    if (existsSync(EXAMPLE_AGENT)) {
+    const script = options.agentScript;
+    if (script !== undefined) {
       const env = {
         FLIGHTLOG_INGEST_URL: url,
         FLIGHTLOG_API_KEY: agent.apiKey,
         FLIGHTLOG_AGENT_ID: agent.agentId,
         FLIGHTLOG_ENVIRONMENT: 'devnet',
       };
-      say(`Running the example agent (${EXAMPLE_AGENT}):`);
-      runs = await runExampleAgent(['swap', 'failed-tx', 'tool-loop'], {
+      say(`Running the example agent (${script}):`);
+      runs = await runExampleAgent(script, ['swap', 'failed-tx', 'tool-loop'], {
         ...env,
         FLIGHTLOG_VERIFY_TOKEN: agent.verifyToken,
       });
-      runs.push(...(await runExampleAgent(['swap'], { ...env, SERVICE_MASTER_KEY: masterKey })));
+      runs.push(
+        ...(await runExampleAgent(script, ['swap'], { ...env, SERVICE_MASTER_KEY: masterKey })),
+      );
     } else {
-      say(`The example agent is not here (${EXAMPLE_AGENT}); storing one sample run instead.`);
+      say('No example agent given (--agent-script FILE); storing one sample run instead.');
       const { traceId, body } = sampleBatch(agent.agentId);
       const response = await fetch(`${url}/v1/traces/batch`, {
         method: 'POST',
@@ -359,7 +367,7 @@ export async function runDemo(base: Config, options: DemoOptions): Promise<void>
     );
     if (runs.some((r) => r.encrypted))
       say(
-        `  The encrypted run's payloads open with SERVICE_MASTER_KEY=${masterKey} (decryptPayload of @flightlog/client).`,
+        `  The encrypted run's payloads open with SERVICE_MASTER_KEY=${masterKey} (decryptPayload of @flightlog/protocol).`,
       );
     say(
       `  All runs: curl -s ${url}/v1/agents/${agent.agentId}/traces -H 'Authorization: Bearer ${token}'`,

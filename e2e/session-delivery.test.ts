@@ -1,14 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FlightlogClient } from '../../src/index.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
+import { FlightlogClient } from '@flightlog/client';
+import { RecordingLogger, llmPayload } from '@flightlog/test-support';
 import {
   acceptedBatchCount,
   startRealServer,
   storedEventRows,
   type RealAgent,
   type RealServer,
-} from '../harness/real-server.js';
-import { llmPayload } from './fixtures.js';
+} from './harness/real-server.js';
 
 describe('a recorded session arrives at the real service and is stored exactly', () => {
   let server: RealServer;

@@ -1,10 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { decryptPayload } from '@flightlog/protocol';
-import { FlightlogClient } from '../../src/index.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
-import { startRealServer, type RealServer } from '../harness/real-server.js';
-import { llmPayload } from './fixtures.js';
+import { FlightlogClient } from '@flightlog/client';
+import { RecordingLogger, llmPayload } from '@flightlog/test-support';
+import { startRealServer, type RealServer } from './harness/real-server.js';
 
 const SECRET = 'the user’s private prompt: seed phrase abandon abandon';
 

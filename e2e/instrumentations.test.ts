@@ -11,19 +11,23 @@ import OpenAI from 'openai';
 import { privateKeyToAccount } from 'viem/accounts';
 import { z } from 'zod';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FlightlogClient } from '../../src/index.js';
-import { flightlogMiddleware } from '../../src/instrumentations/ai-sdk.js';
-import { observeAnthropic } from '../../src/instrumentations/anthropic.js';
-import { observeMcpClient } from '../../src/instrumentations/mcp.js';
-import { observeOpenAI } from '../../src/instrumentations/openai.js';
-import { observeSolanaConnection } from '../../src/instrumentations/solana.js';
-import { observeX402Fetch } from '../../src/instrumentations/x402.js';
-import { FakeUpstream } from '../harness/fake-llm-upstream.js';
-import { LiteSvmRpc } from '../harness/litesvm-rpc.js';
-import { PaywalledServer } from '../harness/paywalled-server.js';
-import { anthropicStream, openAIChat, openAIChatStream } from '../harness/provider-replies.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
-import { startRealServer, storedEventRows, type RealServer } from '../harness/real-server.js';
+import { FlightlogClient } from '@flightlog/client';
+import { flightlogMiddleware } from '@flightlog/client/ai-sdk';
+import { observeAnthropic } from '@flightlog/client/anthropic';
+import { observeMcpClient } from '@flightlog/client/mcp';
+import { observeOpenAI } from '@flightlog/client/openai';
+import { observeSolanaConnection } from '@flightlog/client/solana';
+import { observeX402Fetch } from '@flightlog/client/x402';
+import {
+  anthropicStream,
+  FakeUpstream,
+  LiteSvmRpc,
+  openAIChat,
+  openAIChatStream,
+  PaywalledServer,
+  RecordingLogger,
+} from '@flightlog/test-support';
+import { startRealServer, storedEventRows, type RealServer } from './harness/real-server.js';
 
 /*
  * The instrumentations' events go the normal way: buffered by the client, flushed as gzip

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FlightlogClient } from '../../src/index.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
-import { startRealServer, storedEventRows, type RealServer } from '../harness/real-server.js';
+import { FlightlogClient } from '@flightlog/client';
+import { RecordingLogger } from '@flightlog/test-support';
+import { startRealServer, storedEventRows, type RealServer } from './harness/real-server.js';
 
 describe('a trace id owned by another agent costs only that trace, at the real service', () => {
   let server: RealServer;

@@ -1,14 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FlightlogClient } from '../../src/index.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
-import { ResponseDroppingProxy } from '../harness/response-dropping-proxy.js';
+import { FlightlogClient } from '@flightlog/client';
+import { RecordingLogger, llmPayload } from '@flightlog/test-support';
+import { ResponseDroppingProxy } from './harness/response-dropping-proxy.js';
 import {
   acceptedBatchCount,
   startRealServer,
   storedEventRows,
   type RealServer,
-} from '../harness/real-server.js';
-import { llmPayload } from './fixtures.js';
+} from './harness/real-server.js';
 
 describe('a response lost after the service stored the batch (real TCP proxy)', () => {
   let server: RealServer;

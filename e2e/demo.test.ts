@@ -1,14 +1,16 @@
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-/** The built CLI of the server package (`npm test` builds first). */
-const CLI = fileURLToPath(new URL('../../../server/dist/cli.js', import.meta.url));
+/** The `flightlog` command the server package installs (`npm test` builds it first). */
+const CLI = realpathSync(new URL('../node_modules/.bin/flightlog', import.meta.url));
+/** The repository's example agent, which `npm run demo` hands to the command. */
+const EXAMPLE_AGENT = fileURLToPath(new URL('../examples/swap-agent.mjs', import.meta.url));
 
-function runDemo(timeoutMs: number) {
+function runDemo(args: string[], timeoutMs: number) {
   return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, 'demo', '--once'], {
+    const child = spawn(process.execPath, [CLI, 'demo', '--once', ...args], {
       env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -31,7 +33,7 @@ function runDemo(timeoutMs: number) {
 
 describe('flightlog demo, end to end (a child process)', () => {
   it('runs the example agent through four runs, tails them live, prints where to read them, and exits 0', async () => {
-    const { code, stdout, stderr } = await runDemo(150_000);
+    const { code, stdout, stderr } = await runDemo(['--agent-script', EXAMPLE_AGENT], 150_000);
     expect(stderr).toBe('');
     expect(code, stdout).toBe(0);
 
@@ -62,4 +64,23 @@ describe('flightlog demo, end to end (a child process)', () => {
     expect(dataDir).toBeDefined();
     expect(existsSync(dataDir as string)).toBe(false);
   }, 160_000);
+
+  it('without an example agent, stores a sample run itself and shows it live', async () => {
+    const { code, stdout, stderr } = await runDemo([], 60_000);
+    expect(stderr).toBe('');
+    expect(code, stdout).toBe(0);
+    expect(stdout).toContain(
+      'No example agent given (--agent-script FILE); storing one sample run instead.',
+    );
+    const traceId = /^ {2}sample \(stored \(202\)\):$\n.*\/v1\/traces\/(\w+) /m.exec(stdout)?.[1];
+    expect(traceId, stdout).toBeDefined();
+    expect(stdout).toMatch(new RegExp(`^live {3}${(traceId as string).slice(-8)} completed`, 'm'));
+    expect(stdout).toContain('Done (--once).');
+  }, 70_000);
+
+  it('refuses an example agent that is not there, naming it', async () => {
+    const { code, stderr } = await runDemo(['--agent-script', 'no/such/agent.mjs'], 30_000);
+    expect(code).toBe(2);
+    expect(stderr).toContain('--agent-script no/such/agent.mjs: no such file');
+  });
 });

@@ -1,7 +1,9 @@
-import type { FlightlogLogger } from '../../src/logger.js';
-
-/** A logger that keeps every warning, for tests to assert what a user would read. */
-export class RecordingLogger implements FlightlogLogger {
+/**
+ * A logger that keeps every warning, for tests to assert what a user would read. It has the
+ * shape of the client's `FlightlogLogger` (this package does not depend on the client, whose
+ * tests use it).
+ */
+export class RecordingLogger {
   readonly lines: { message: string; context?: object }[] = [];
 
   warn(message: string, context?: object): void {

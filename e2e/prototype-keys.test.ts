@@ -1,16 +1,14 @@
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-// the vitest context the server's global setup provides (the PostgreSQL URL), for its types
-import type {} from '../../../server/test/harness/global-setup.js';
+import { FlightlogClient, HttpTransport, type Transport } from '@flightlog/client';
 import {
   describeEngines,
   disposeLocation,
   freshLocation,
+  RecordingLogger,
   type EngineLocation,
-} from '../../../server/test/harness/engines.js';
-import { FlightlogClient, HttpTransport, type Transport } from '../../src/index.js';
-import { RecordingLogger } from '../harness/recording-logger.js';
-import { startRealServer, type RealServer } from '../harness/real-server.js';
+} from '@flightlog/test-support';
+import { startRealServer, type RealServer } from './harness/real-server.js';
 
 /** What a tool gets from the web: JSON.parse keeps `__proto__` as an own key (no prototype set). */
 const fromTheWeb = () =>
