@@ -1,10 +1,25 @@
 import { spawn } from 'node:child_process';
-import { existsSync, realpathSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
-/** The `flightlog` command the server package installs (`npm test` builds it first). */
-const CLI = realpathSync(new URL('../node_modules/.bin/flightlog', import.meta.url));
+/**
+ * The `flightlog` command, as the server package's `bin` names it (`npm test` builds it first;
+ * `npm ci` links no bin whose file is not built yet, so it is found through the package).
+ */
+const SERVER_PACKAGE = dirname(
+  createRequire(import.meta.url).resolve('@flightlog/server/package.json'),
+);
+const CLI = join(
+  SERVER_PACKAGE,
+  (
+    JSON.parse(readFileSync(join(SERVER_PACKAGE, 'package.json'), 'utf8')) as {
+      bin: { flightlog: string };
+    }
+  ).bin.flightlog,
+);
 /** The repository's example agent, which `npm run demo` hands to the command. */
 const EXAMPLE_AGENT = fileURLToPath(new URL('../examples/swap-agent.mjs', import.meta.url));
 

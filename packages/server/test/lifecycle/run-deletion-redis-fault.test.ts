@@ -4,7 +4,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { BufferBatchItem } from '@flightlog/protocol';
 import { buildApp, type FlightlogApp } from '../../src/app.js';
 import { mintDevToken } from '../../src/auth/dev-token.js';
-import { loadConfig } from '../../src/config.js';
+import { changeConfig, loadConfig } from '../../src/config.js';
 import { createRedisBus } from '../../src/live/redis-bus.js';
 import { describeEngines, openTestStore, redisUrl, type TestStore } from '../harness/engines.js';
 import { isProblem, postBatch, send } from '../harness/http.js';
@@ -40,15 +40,12 @@ describeEngines('deleting a run while Redis is unreachable [%s]', (engine) => {
       blockMs: 200,
     });
     expect(await bus.ready(5_000)).toBe(true);
-    const config = {
-      ...loadConfig({}),
-      port: 0,
-      host: '127.0.0.1',
-      adminToken,
-      jwtSecret,
-      analysisGraceMs: 0,
+    const config = changeConfig(loadConfig({}), {
+      http: { port: 0, host: '127.0.0.1' },
+      auth: { adminToken, jwtSecret },
+      analysis: { graceMs: 0 },
       lifecycle: { ...loadConfig({}).lifecycle, sweepIntervalMs: 0 },
-    };
+    });
     built = await buildApp({
       config,
       store: test.store,

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { buildApp, type FlightlogApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { changeConfig, loadConfig } from '../../src/config.js';
 import { createInProcessBus } from '../../src/live/in-process-bus.js';
 import type { LiveBus } from '../../src/live/live-bus.js';
 import { openStore } from '../../src/store/open-store.js';
@@ -31,7 +31,10 @@ interface Started extends FlightlogApp {
 
 async function start(bus: LiveBus, livePublishTimeoutMs: number): Promise<Started> {
   const store = await openStore({});
-  const config = { ...loadConfig({}), adminToken: ADMIN_TOKEN, livePublishTimeoutMs };
+  const config = changeConfig(loadConfig({}), {
+    auth: { adminToken: ADMIN_TOKEN },
+    live: { publishTimeoutMs: livePublishTimeoutMs },
+  });
   const built = await buildApp({ config, store, bus, logger: false });
   await built.app.listen({ port: 0, host: '127.0.0.1' });
   const url = `http://127.0.0.1:${(built.app.server.address() as { port: number }).port}`;

@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp, type FlightlogApp } from '../../src/app.js';
 import { mintDevToken } from '../../src/auth/dev-token.js';
-import { loadConfig } from '../../src/config.js';
+import { changeConfig, loadConfig } from '../../src/config.js';
 import { compareMessageIds } from '../../src/live/live-bus.js';
 import { createRedisBus } from '../../src/live/redis-bus.js';
 import { openStore, type Store } from '../../src/store/open-store.js';
@@ -171,15 +171,12 @@ describe.runIf(available)('Redis live bus', () => {
         connectionName,
       });
       expect(await bus.ready(5_000)).toBe(true);
-      const config = {
-        ...loadConfig({}),
-        port: 0,
-        host: '127.0.0.1',
-        adminToken,
-        jwtSecret,
-        analysisGraceMs: 0,
-        liveMaxStreamsPerUser: 100,
-      };
+      const config = changeConfig(loadConfig({}), {
+        http: { port: 0, host: '127.0.0.1' },
+        auth: { adminToken, jwtSecret },
+        analysis: { graceMs: 0 },
+        live: { maxStreamsPerUser: 100 },
+      });
       built = await buildApp({ config, store, bus, logger: false, closeStoreOnClose: false });
       await built.app.listen({ port: 0, host: '127.0.0.1' });
       const address = built.app.server.address() as net.AddressInfo;

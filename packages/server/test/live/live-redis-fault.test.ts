@@ -3,7 +3,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { buildApp, type FlightlogApp } from '../../src/app.js';
 import { mintDevToken } from '../../src/auth/dev-token.js';
-import { loadConfig } from '../../src/config.js';
+import { changeConfig, loadConfig } from '../../src/config.js';
 import { createRedisBus } from '../../src/live/redis-bus.js';
 import { openStore, type Store } from '../../src/store/open-store.js';
 import { redisUrl } from '../harness/engines.js';
@@ -46,14 +46,11 @@ async function startProxiedServer(
   const adminToken = randomBytes(24).toString('hex');
   const jwtSecret = randomBytes(32).toString('hex');
   const prefix = `flightlog-test:fault:${randomBytes(6).toString('hex')}:`;
-  const config = {
-    ...loadConfig({}),
-    port: 0,
-    host: '127.0.0.1',
-    adminToken,
-    jwtSecret,
-    analysisGraceMs: 0,
-  };
+  const config = changeConfig(loadConfig({}), {
+    http: { port: 0, host: '127.0.0.1' },
+    auth: { adminToken, jwtSecret },
+    analysis: { graceMs: 0 },
+  });
   const bus = createRedisBus({
     url: `redis://127.0.0.1:${proxy.port}`,
     keyPrefix: prefix,

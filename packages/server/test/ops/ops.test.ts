@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { buildApp } from '../../src/app.js';
-import { loadConfig } from '../../src/config.js';
+import { changeConfig, loadConfig } from '../../src/config.js';
 import { openStore } from '../../src/store/open-store.js';
 import { Redis } from 'ioredis';
 import { createRedisBus } from '../../src/live/redis-bus.js';
@@ -96,11 +96,9 @@ describeEngines('structured logs [%s]', (engine) => {
     const lines: string[] = [];
     const location = freshLocation(engine);
     const store = await openStore(location);
-    const config = {
-      ...loadConfig({}),
-      adminToken: 'admin-token-for-log-test',
-      jwtSecret: 'x'.repeat(32),
-    };
+    const config = changeConfig(loadConfig({}), {
+      auth: { adminToken: 'admin-token-for-log-test', jwtSecret: 'x'.repeat(32) },
+    });
     const { app } = await buildApp({
       config,
       store,
@@ -136,7 +134,9 @@ describeWithRedis('structured logs when the Redis bus fails [redis]', () => {
     // the agent's stream key holds a string, so every XADD to it fails with WRONGTYPE
     await redis.set(`${prefix}${agentId}`, 'not a stream');
     const store = await openStore({});
-    const config = { ...loadConfig({}), adminToken: 'admin-token-for-log-test' };
+    const config = changeConfig(loadConfig({}), {
+      auth: { adminToken: 'admin-token-for-log-test' },
+    });
     const bus = createRedisBus({ url: redisUrl(), keyPrefix: prefix });
     await bus.ready(5_000);
     const { app, metrics } = await buildApp({
