@@ -50,3 +50,8 @@ export function formatUsd(value: string | null | undefined): string {
 /** An id shortened for a table (the whole one goes in a title and the copy button). */
 export const shortId = (id: string): string =>
   id.length > 12 ? `${id.slice(0, 6)}…${id.slice(-4)}` : id;
+
+/** `1 event`, `2 events`, `10,000 tokens`: a count with its noun in the number it takes. */
+export function formatCount(count: number, noun: string, plural = `${noun}s`): string {
+  return `${count.toLocaleString()} ${count === 1 ? noun : plural}`;
+}

@@ -11,7 +11,7 @@ import { MarkdownView, safeHref } from '../components/markdown-view.js';
 import { StatusBadge } from '../components/status-badge.js';
 import { TimeAgo } from '../components/time-ago.js';
 import { Waterfall } from '../components/waterfall.js';
-import { formatDecimal, formatDuration, formatUsd } from '../format.js';
+import { formatCount, formatDecimal, formatDuration, formatUsd } from '../format.js';
 import { isOlderSnapshot, openLiveStream } from '../live-stream.js';
 import { agentPath, cameFromDashboard, navigate } from '../router.js';
 import { firstFailure, layoutWaterfall, stepName } from '../waterfall-layout.js';
@@ -154,11 +154,11 @@ export function RunPage(props: { traceId: string }) {
             started <TimeAgo iso={trace.startedAt} />
           </span>
           <span>{formatDuration(trace.durationMs)}</span>
-          <span>{trace.eventCount.toLocaleString()} events</span>
-          <span>{trace.totalTokens.toLocaleString()} tokens</span>
+          <span>{formatCount(trace.eventCount, 'event')}</span>
+          <span>{formatCount(trace.totalTokens, 'token')}</span>
           <span>{formatUsd(trace.totalCostUsd)}</span>
           <span>{formatDecimal(trace.totalLamports)} lamports</span>
-          {trace.chainTxCount > 0 && <span>{trace.chainTxCount} transactions</span>}
+          {trace.chainTxCount > 0 && <span>{formatCount(trace.chainTxCount, 'transaction')}</span>}
         </p>
         {trace.errorMessage && <p class="error-text">{trace.errorMessage}</p>}
         {trace.outputSummary && <p class="output">{trace.outputSummary}</p>}

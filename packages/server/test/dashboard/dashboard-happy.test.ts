@@ -291,6 +291,8 @@ describeWithBrowser('the dashboard in a browser', () => {
     await page.getByText('The autopsy is written once the run has finished.').waitFor();
     // the page holds the agent's stream while the run is running
     await page.locator('.run-header [data-live-state="live"]').waitFor();
+    const facts = page.locator('.run-header .facts');
+    await facts.getByText('1 event', { exact: true }).waitFor();
     const next = llmCallEvent(first.trace.id, 1);
     const done = traceSnapshot({
       ...first.trace,
@@ -301,6 +303,7 @@ describeWithBrowser('the dashboard in a browser', () => {
     await post(mine, { batchId: newId(), items: [{ trace: done, events: [next] }] });
     await page.locator(`li[data-event-id="${next.id}"]`).waitFor({ timeout: 2_000 });
     await page.locator('.run-header').getByText('completed').waitFor({ timeout: 2_000 });
+    await facts.getByText('2 events', { exact: true }).waitFor({ timeout: 2_000 });
   });
 
   it('pages to older runs, moves through rows with j and k, opens one with Enter and comes back with Esc', async () => {
