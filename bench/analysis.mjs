@@ -86,20 +86,28 @@ const CFG = {
   databaseUrl: process.env.BENCH_DATABASE_URL?.trim() || 'postgres://postgres@127.0.0.1:5432/test',
   targetDelayMs: 1_000,
   labelledRounds: Math.round(envNumber('BENCH_LABELLED_ROUNDS', 7, 1, 100)),
-  labelledOnly: ['1', 'true', 'yes'].includes(
+  labelledOnly: /** @type {(string | undefined)[]} */ (['1', 'true', 'yes']).includes(
     process.env.BENCH_LABELLED_ONLY?.trim().toLowerCase(),
   ),
   targetLargeMs: 200,
 };
 
 const lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
-const median = (values) => percentiles(values).p50;
+const median = (/** @type {Iterable<number>} */ values) => percentiles(values).p50;
 
 // ---------------------------------------------------------------------------------------------
 // Runs: the ingest benchmark's traces, finished, with tool calls and chain transactions mixed in.
 
 const makeItem = createItemFactory({ ulid, eventsPerBatch: CFG.events });
 
+/** @typedef {import('./support.mjs').ServerHandle} ServerHandle */
+/** @typedef {import('../packages/server/dist/analysis/analyzer.js').StoredRun} StoredRun */
+
+/**
+ * @param {string} agentId
+ * @param {import('@flightlog/protocol').TraceStatus} status
+ * @returns {import('@flightlog/protocol').BufferBatchItem}
+ */
 function finishedItem(agentId, status) {
   const item = makeItem(agentId);
   let lamports = 0n;
@@ -134,7 +142,10 @@ function finishedItem(agentId, status) {
   Object.assign(item.trace, {
     status,
     endedAt: last ? last.endedAt : item.trace.startedAt,
-    durationMs: last ? Date.parse(last.endedAt) - Date.parse(item.trace.startedAt) : 0,
+    // makeItem's events have ended
+    durationMs: last
+      ? Date.parse(/** @type {string} */ (last.endedAt)) - Date.parse(item.trace.startedAt)
+      : 0,
     outputSummary: status === 'completed' ? 'Done.' : null,
     errorMessage: status === 'errored' ? 'The run failed.' : null,
     totalLamports: String(lamports),
@@ -144,6 +155,14 @@ function finishedItem(agentId, status) {
   return item;
 }
 
+/**
+ * POSTs `body` gzipped (none when undefined) with the agent's API key; the answer's text.
+ * @param {ServerHandle} server
+ * @param {string} path
+ * @param {string} apiKey
+ * @param {unknown} body
+ * @returns {Promise<string>}
+ */
 async function postJson(server, path, apiKey, body) {
   const { status, text } = await request('POST', `${server.base}${path}`, {
     headers: {
@@ -157,6 +176,14 @@ async function postJson(server, path, apiKey, body) {
   return text;
 }
 
+/**
+ * An admin API call; its answer's JSON (undefined when empty).
+ * @param {ServerHandle} server
+ * @param {string} method
+ * @param {string} path
+ * @param {unknown} [body]
+ * @returns {Promise<unknown>}
+ */
 async function admin(server, method, path, body) {
   const { status, text } = await request(method, `${server.base}${path}`, {
     headers: { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' },
@@ -183,6 +210,28 @@ SELECT count(*) FILTER (WHERE state = 'done')::int AS done,
        EXTRACT(EPOCH FROM max(finished_at) - min(started_at))::float8 AS seconds
 FROM analysis_jobs`;
 
+/**
+ * JOB_SUMMARY's row; `seconds` is null when no job has finished (`done` is then 0).
+ * @typedef {{ done: number, doneOnce: number, total: number, workers: number,
+ *   seconds: number | null }} JobSummary
+ */
+
+/**
+ * One round of a side: jobs/s, from the database's clock for the workers; the workers' side also
+ * has its wall-clock rate and what went wrong.
+ * @typedef {object} QueueRound
+ * @property {number} jobsPerSec
+ * @property {number} done
+ * @property {number} [wallJobsPerSec]
+ * @property {string[]} [anomalies]
+ */
+
+/**
+ * @param {import('pg').Client} db
+ * @param {Record<string, string>} workerEnv
+ * @param {number} count worker processes
+ * @returns {Promise<QueueRound>}
+ */
 async function measureWorkers(db, workerEnv, count) {
   await db.query(RESET_JOBS);
   const workers = [];
@@ -199,16 +248,18 @@ async function measureWorkers(db, workerEnv, count) {
   }
   const released = performance.now();
   await db.query("UPDATE analysis_jobs SET run_after = now() WHERE state = 'pending'");
+  /** @type {JobSummary} */
   let summary;
   const deadline = Date.now() + 120_000;
   for (;;) {
-    summary = (await db.query(JOB_SUMMARY)).rows[0];
+    summary = /** @type {JobSummary} */ ((await db.query(JOB_SUMMARY)).rows[0]);
     if (summary.done === summary.total) break;
     if (Date.now() > deadline) break;
     await sleep(20);
   }
   const wallSeconds = (performance.now() - released) / 1000;
   await Promise.all(workers.map((w) => w.stop()));
+  /** @type {string[]} */
   const anomalies = [];
   if (summary.done !== summary.total)
     anomalies.push(`${summary.total - summary.done} of ${summary.total} jobs not done`);
@@ -217,17 +268,34 @@ async function measureWorkers(db, workerEnv, count) {
   if (summary.workers !== count) anomalies.push(`${summary.workers} of ${count} workers took part`);
   for (const a of anomalies) console.error(`    !!! ${count} worker(s): ${a}`);
   return {
-    jobsPerSec: summary.done / summary.seconds,
+    // null seconds: none done, and 0 / null is NaN as 0 / 0
+    jobsPerSec: summary.done / /** @type {number} */ (summary.seconds),
     wallJobsPerSec: summary.done / wallSeconds,
     done: summary.done,
     anomalies,
   };
 }
 
+/** @typedef {{ id: string, traceId: string }} QueuedJob a row of analysis_jobs (id: bigserial) */
+/**
+ * @typedef {typeof import('../packages/server/dist/analysis/heuristic-analyzer.js')}
+ *   HeuristicModule
+ */
+
+/**
+ * @param {import('@flightlog/server').Store} store
+ * @param {InstanceType<HeuristicModule['HeuristicAnalyzer']>} analyzer
+ * @param {QueuedJob[]} jobs
+ * @returns {Promise<QueueRound>}
+ */
 async function measureBaseline(store, analyzer, jobs) {
   const started = performance.now();
   for (const job of jobs) {
-    const run = await store.analysis.loadRun(job.traceId, 20_000);
+    // Without loadRun's maxBytes (undefined: no byte budget; the worker passes its
+    // maxEventBytes), and every job's trace exists.
+    const run = await /** @type {(traceId: string, maxEvents: number) => Promise<StoredRun>} */ (
+      store.analysis.loadRun
+    )(job.traceId, 20_000);
     const result = analyzer.analyzeNow(run);
     await store.sql.query(
       `UPDATE analysis_jobs SET state = 'done', autopsy = $2, analyzer = $3, finished_at = now()
@@ -238,7 +306,22 @@ async function measureBaseline(store, analyzer, jobs) {
   return { jobsPerSec: jobs.length / ((performance.now() - started) / 1000), done: jobs.length };
 }
 
+/**
+ * Milliseconds from POST /complete to a readable autopsy; null without a sample.
+ * @typedef {{ medianMs: number | null, p99Ms: number | null, maxMs: number | null,
+ *   samples: number, failures: number }} DelayResult
+ */
+
+/**
+ * @param {ServerHandle} server
+ * @param {string} apiKey
+ * @param {string} agentId
+ * @param {string} token a viewer's identity token, to read the analysis
+ * @param {string} label
+ * @returns {Promise<DelayResult>}
+ */
 async function measureDelay(server, apiKey, agentId, token, label) {
+  /** @type {number[]} */
   const delays = [];
   let failures = 0;
   for (let i = 0; i < CFG.delaySamples; i++) {
@@ -253,7 +336,8 @@ async function measureDelay(server, apiKey, agentId, token, label) {
         `${server.base}/v1/traces/${item.trace.id}/analysis`,
         { headers: { authorization: `Bearer ${token}` } },
       );
-      const body = status === 200 ? JSON.parse(text) : undefined;
+      const body =
+        status === 200 ? /** @type {{ status: string }} */ (JSON.parse(text)) : undefined;
       if (body?.status === 'done') {
         delays.push(performance.now() - sent);
         break;
@@ -283,14 +367,47 @@ async function measureDelay(server, apiKey, agentId, token, label) {
 // The labelled set: score, and time per analysis.
 
 v8.setFlagsFromString('--expose-gc');
-const collectGarbage = vm.runInNewContext('gc');
+const collectGarbage = /** @type {() => void} */ (vm.runInNewContext('gc'));
 const MB = 1024 * 1024;
-const signedMb = (bytes) => `${bytes < 0 ? '−' : '+'}${(Math.abs(bytes) / MB).toFixed(2)} MB`;
+const signedMb = (/** @type {number} */ bytes) =>
+  `${bytes < 0 ? '−' : '+'}${(Math.abs(bytes) / MB).toFixed(2)} MB`;
 
+/** @typedef {{ right: number, total: number, misses: string[] }} ScoreSummary */
+
+/**
+ * A 10,000-event run of the set: the heuristic analyzer's time beside the JSON round trip of
+ * the run, and the heap it takes.
+ * @typedef {object} LargeRunResult
+ * @property {string} id
+ * @property {number} events
+ * @property {number} medianMs
+ * @property {number} baselineMs
+ * @property {number} ratio
+ * @property {number} heapJustAfterBytes
+ * @property {number} heapRetainedBytes
+ * @property {number} autopsyBytes
+ */
+
+/**
+ * @typedef {object} LabelledResult
+ * @property {number} runs
+ * @property {ScoreSummary} heuristic
+ * @property {ScoreSummary} llm
+ * @property {{ rounds: number, medianMs: number, maxMs: number }} timing
+ * @property {LargeRunResult[]} large
+ * @property {number} targetLargeMs
+ */
+
+/** @returns {Promise<LabelledResult>} */
 async function measureLabelledSet() {
   const set = await loadLabelledSet();
-  const { HeuristicAnalyzer } = await import(join(SERVER_DIST, 'analysis/heuristic-analyzer.js'));
-  const { LlmAnalyzer } = await import(join(SERVER_DIST, 'analysis/llm-analyzer.js'));
+  const { HeuristicAnalyzer } = /** @type {HeuristicModule} */ (
+    await import(join(SERVER_DIST, 'analysis/heuristic-analyzer.js'))
+  );
+  const { LlmAnalyzer } =
+    /** @type {typeof import('../packages/server/dist/analysis/llm-analyzer.js')} */ (
+      await import(join(SERVER_DIST, 'analysis/llm-analyzer.js'))
+    );
   const cases = set.LABELLED_RUNS.map((c) => ({
     c,
     run: c.run(),
@@ -303,6 +420,7 @@ async function measureLabelledSet() {
   const answers = recordedAnswers();
   let answer = '';
   const endpoint = await startAnsweringEndpoint(() => answer);
+  /** @type {import('./labelled-set.mjs').CaseScore[]} */
   const llm = [];
   try {
     for (const { c, run, analyzer } of cases) {
@@ -327,15 +445,18 @@ async function measureLabelledSet() {
   } finally {
     await endpoint.close();
   }
-  const summary = (scores) => ({
+  /** @returns {ScoreSummary} */
+  const summary = (/** @type {import('./labelled-set.mjs').CaseScore[]} */ scores) => ({
     right: scores.filter((s) => s.ok).length,
     total: scores.length,
     misses: scores.filter((s) => !s.ok).map((s) => s.id),
   });
 
   // time per analysis: every case once a round; the large ones beside their baseline
+  /** @type {Map<string, number[]>} */
   const times = new Map(cases.map(({ c }) => [c.id, []]));
   const large = cases.filter(({ run }) => run.events.length >= set.LARGE_RUN_EVENTS);
+  /** @type {Map<string, number[]>} */
   const baselines = new Map(large.map(({ c }) => [c.id, []]));
   for (const { run, analyzer } of cases) analyzer.analyzeNow(run); // warm-up
   for (let round = 0; round < CFG.labelledRounds; round++)
@@ -343,13 +464,14 @@ async function measureLabelledSet() {
       if (baselines.has(c.id)) {
         const started = performance.now();
         JSON.parse(JSON.stringify(run));
-        baselines.get(c.id).push(performance.now() - started);
+        /** @type {number[]} */ (baselines.get(c.id)).push(performance.now() - started);
       }
       const started = performance.now();
       analyzer.analyzeNow(run);
-      times.get(c.id).push(performance.now() - started);
+      /** @type {number[]} */ (times.get(c.id)).push(performance.now() - started);
     }
-  const perCase = [...times.values()].map(median);
+  // every case ran CFG.labelledRounds (≥ 1) times: each has a median
+  const perCase = /** @type {number[]} */ ([...times.values()].map(median));
   const heapUsed = () => {
     // twice: a full collection can leave what the first one finalised
     collectGarbage();
@@ -357,7 +479,9 @@ async function measureLabelledSet() {
     return process.memoryUsage().heapUsed;
   };
   const largeRuns = large.map(({ c, run, analyzer }) => {
+    /** @type {number[]} */
     const justAfter = [];
+    /** @type {number[]} */
     const retained = [];
     let autopsyBytes = 0;
     for (let i = 0; i < 3; i++) {
@@ -367,26 +491,31 @@ async function measureLabelledSet() {
       retained.push(heapUsed() - before);
       autopsyBytes = Buffer.byteLength(result.autopsy); // keeps the result alive until here
     }
-    const ms = median(times.get(c.id));
-    const baselineMs = median(baselines.get(c.id));
+    // a large case has its times and baselines, CFG.labelledRounds of each
+    const ms = /** @type {number} */ (median(/** @type {number[]} */ (times.get(c.id))));
+    const baselineMs = /** @type {number} */ (
+      median(/** @type {number[]} */ (baselines.get(c.id)))
+    );
     return {
       id: c.id,
       events: run.events.length,
       medianMs: ms,
       baselineMs,
       ratio: ms / baselineMs,
-      heapJustAfterBytes: median(justAfter),
-      heapRetainedBytes: median(retained),
+      // three samples each
+      heapJustAfterBytes: /** @type {number} */ (median(justAfter)),
+      heapRetainedBytes: /** @type {number} */ (median(retained)),
       autopsyBytes,
     };
   });
+  /** @type {LabelledResult} */
   const out = {
     runs: cases.length,
     heuristic: summary(heuristic),
     llm: summary(llm),
     timing: {
       rounds: CFG.labelledRounds,
-      medianMs: median(perCase),
+      medianMs: /** @type {number} */ (median(perCase)), // the set is not empty
       maxMs: Math.max(...perCase),
     },
     large: largeRuns,
@@ -394,10 +523,10 @@ async function measureLabelledSet() {
   };
 
   console.log(`Labelled set: ${out.runs} runs`);
-  for (const [name, s] of [
+  for (const [name, s] of /** @type {[string, ScoreSummary][]} */ ([
     ['heuristic analyzer', out.heuristic],
     ['LLM analyzer (recorded answers)', out.llm],
-  ])
+  ]))
     console.log(
       `  ${name}: ${s.right} of ${s.total} right${s.misses.length ? ` (missed: ${s.misses.join(', ')})` : ''}`,
     );
@@ -431,8 +560,12 @@ async function main() {
     return;
   }
   // the server's own code, for the baseline and for identity tokens
-  const { openStore, mintDevToken } = await import(join(SERVER_DIST, 'index.js'));
-  const { HeuristicAnalyzer } = await import(join(SERVER_DIST, 'analysis/heuristic-analyzer.js'));
+  const { openStore, mintDevToken } = /** @type {typeof import('@flightlog/server')} */ (
+    await import(join(SERVER_DIST, 'index.js'))
+  );
+  const { HeuristicAnalyzer } = /** @type {HeuristicModule} */ (
+    await import(join(SERVER_DIST, 'analysis/heuristic-analyzer.js'))
+  );
 
   const schema = `bench_analysis_${randomBytes(4).toString('hex')}`;
   const db = new pg.Client({
@@ -452,7 +585,9 @@ async function main() {
     cwd: ROOT,
     env: { ...storeEnv, ANALYSIS_WORKER: 'off', ANALYSIS_GRACE_MS: '0' },
   });
-  const agent = await admin(server, 'POST', '/admin/v1/agents', { name: 'bench' });
+  const agent = /** @type {{ agentId: string, apiKey: string }} */ (
+    await admin(server, 'POST', '/admin/v1/agents', { name: 'bench' })
+  );
   await admin(server, 'PUT', `/admin/v1/agents/${agent.agentId}/members/bench-user`, {
     role: 'viewer',
   });
@@ -469,8 +604,9 @@ async function main() {
           postJson(server, '/v1/traces/batch', agent.apiKey, { batchId: ulid(), items: [item] }),
         ),
     );
-  const jobs = (await db.query('SELECT id, trace_id AS "traceId" FROM analysis_jobs ORDER BY id'))
-    .rows;
+  const jobs = /** @type {QueuedJob[]} */ (
+    (await db.query('SELECT id, trace_id AS "traceId" FROM analysis_jobs ORDER BY id')).rows
+  );
   if (jobs.length !== CFG.jobs) throw new Error(`${jobs.length} jobs queued, not ${CFG.jobs}`);
 
   const store = await openStore({
@@ -484,6 +620,7 @@ async function main() {
   // warm-up: the code paths, the database's caches and plans
   await measureBaseline(store, analyzer, jobs.slice(0, 30));
 
+  /** @type {QueueSides} */
   const sides = { baseline: [], oneWorker: [], twoWorkers: [] };
   for (let round = 1; round <= CFG.rounds; round++) {
     const b = await measureBaseline(store, analyzer, jobs);
@@ -499,6 +636,7 @@ async function main() {
   await store.close();
 
   const token = await mintDevToken(server.jwtSecret, 'bench-user');
+  /** @type {Delays} */
   const delay = {};
   // the server's worker off, one stand-alone worker: it finds new jobs by polling
   const poller = spawnCli(lifecycle, {
@@ -538,19 +676,53 @@ async function main() {
   report(sides, delay, labelled);
 }
 
+/**
+ * The rounds of each side of the queue measurement.
+ * @typedef {{ baseline: QueueRound[], oneWorker: QueueRound[], twoWorkers: QueueRound[] }}
+ *   QueueSides
+ */
+/**
+ * The delay by where the worker runs: standAloneWorker, inProcessWorker.
+ * @typedef {Record<string, DelayResult>} Delays
+ */
+
+/**
+ * A side over its rounds; `wallJobsPerSec` for the workers' sides only.
+ * @typedef {object} QueueSummary
+ * @property {number} medianJobsPerSec
+ * @property {number[]} perRound
+ * @property {number} ratio
+ * @property {number | null} wallJobsPerSec
+ * @property {string[]} anomalies
+ */
+
+/**
+ * @param {QueueRound[]} runs
+ * @param {number} baselineMedian
+ * @returns {QueueSummary}
+ */
 function summarise(runs, baselineMedian) {
   const values = runs.map((r) => r.jobsPerSec);
-  const m = median(values);
+  const m = /** @type {number} */ (median(values)); // CFG.rounds ≥ 1
   return {
     medianJobsPerSec: m,
     perRound: values,
     ratio: m / baselineMedian,
     wallJobsPerSec:
-      runs[0]?.wallJobsPerSec === undefined ? null : median(runs.map((r) => r.wallJobsPerSec)),
+      runs[0]?.wallJobsPerSec === undefined
+        ? null
+        : // a side's rounds all have it or none does
+          median(runs.map((r) => /** @type {number} */ (r.wallJobsPerSec))),
     anomalies: runs.flatMap((r) => r.anomalies ?? []),
   };
 }
 
+/**
+ * Writes RESULTS_FILE; the queue's figures when measured (`sides` and `delay` then both given).
+ * @param {QueueSides | null} sides
+ * @param {Delays | null} delay
+ * @param {LabelledResult} labelled
+ */
 function report(sides, delay, labelled) {
   mkdirSync(RESULTS_DIR, { recursive: true });
   const out = {
@@ -564,16 +736,20 @@ function report(sides, delay, labelled) {
     config: CFG,
     labelled,
   };
-  if (sides) Object.assign(out, reportQueue(sides, delay));
+  if (sides) Object.assign(out, reportQueue(sides, /** @type {Delays} */ (delay)));
   const tmp = `${RESULTS_FILE}.tmp`;
   writeFileSync(tmp, `${JSON.stringify(out, null, 2)}\n`);
   renameSync(tmp, RESULTS_FILE);
   console.log(`\nWritten to ${RESULTS_FILE}`);
 }
 
-/** Prints the queue's throughput and delay; returns them for the results file. */
+/**
+ * Prints the queue's throughput and delay; returns them for the results file.
+ * @param {QueueSides} sides
+ * @param {Delays} delay
+ */
 function reportQueue(sides, delay) {
-  const baselineMedian = median(sides.baseline.map((r) => r.jobsPerSec));
+  const baselineMedian = /** @type {number} */ (median(sides.baseline.map((r) => r.jobsPerSec)));
   const results = {
     baseline: summarise(sides.baseline, baselineMedian),
     oneWorker: summarise(sides.oneWorker, baselineMedian),
@@ -581,24 +757,28 @@ function reportQueue(sides, delay) {
   };
   const rows = [
     ['side', 'jobs/s (median)', 'per round', 'ratio to baseline'],
-    ...[
+    .../** @type {[string, QueueSummary][]} */ ([
       ['baseline (in-process, no queue)', results.baseline],
       ['1 worker process', results.oneWorker],
       ['2 worker processes', results.twoWorkers],
-    ].map(([name, r]) => [
+    ]).map(([name, r]) => [
       name,
       r.medianJobsPerSec.toFixed(0),
       r.perRound.map((v) => v.toFixed(0)).join(' / '),
       r.ratio.toFixed(2),
     ]),
   ];
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => r[c].length)));
+  const widths = /** @type {string[]} */ (rows[0]).map((_, c) =>
+    Math.max(...rows.map((r) => /** @type {string} */ (r[c]).length)),
+  );
   console.log('');
   console.log(
     `Analysis throughput: ${CFG.jobs} runs of ${CFG.events} events, ${CFG.rounds} rounds (interleaved)`,
   );
   for (const row of rows)
-    console.log(`  ${row.map((cell, c) => cell.padEnd(widths[c])).join('  ')}`);
+    console.log(
+      `  ${row.map((cell, c) => cell.padEnd(/** @type {number} */ (widths[c]))).join('  ')}`,
+    );
   console.log('');
   console.log(
     `Delay from POST /complete to a readable autopsy (target median < ${CFG.targetDelayMs} ms):`,

@@ -11,6 +11,11 @@ import { serveUntilParentGoes } from './support.mjs';
 
 const inflate = promisify(gunzip);
 
+/**
+ * What a `catch` may hold, as the answer reads it (a thrown non-object has no `message`).
+ * @typedef {{ message?: string } | null | undefined} Thrown
+ */
+
 const server = http.createServer(async (req, res) => {
   try {
     if (req.method === 'GET' && req.url === '/metrics') {
@@ -18,16 +23,20 @@ const server = http.createServer(async (req, res) => {
       res.end(`process_resident_memory_bytes ${process.memoryUsage().rss}\n`);
       return;
     }
+    /** @type {Buffer[]} */
     const chunks = [];
     for await (const chunk of req) chunks.push(chunk);
     let body = Buffer.concat(chunks);
     if (req.headers['content-encoding'] === 'gzip') body = await inflate(body);
-    const batch = JSON.parse(body.toString('utf8'));
+    // read, not validated: any part of it may be missing
+    const batch = /** @type {{ items?: { trace?: { id?: string } }[] }} */ (
+      JSON.parse(body.toString('utf8'))
+    );
     res.writeHead(202, { 'content-type': 'application/json; charset=utf-8' });
     res.end(JSON.stringify({ traceId: batch.items?.[0]?.trace?.id ?? null }));
   } catch (error) {
     if (!res.headersSent) res.writeHead(400, { 'content-type': 'text/plain' });
-    res.end(String(error?.message ?? error));
+    res.end(String(/** @type {Thrown} */ (error)?.message ?? error));
   }
 });
 server.keepAliveTimeout = 60_000;

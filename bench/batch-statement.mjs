@@ -55,7 +55,22 @@ WITH claim AS (
 SELECT (SELECT count(*) FROM claim)::int AS claimed, (SELECT count(*) FROM trace)::int AS traces,
        (SELECT count(*) FROM written)::int AS events`;
 
+/** @typedef {import('@flightlog/protocol').BufferBatchItem} BufferBatchItem */
+
+/**
+ * One batch as the baselines write it: what a request body carries, with one item.
+ * @typedef {{ batchId: string, item: BufferBatchItem }} Batch
+ */
+
+/**
+ * WRITE_BATCH's parameters for `batch`, owned by `agentId`: the trace's columns, then one array
+ * per event column.
+ * @param {string} agentId
+ * @param {Batch} batch
+ * @returns {unknown[]}
+ */
 export function writeBatchParams(agentId, { batchId, item: { trace: t, events } }) {
+  /** @type {unknown[][]} one array per event column, in unnest's order */
   const columns = Array.from({ length: 11 }, () => new Array(events.length));
   events.forEach((e, i) => {
     const values = [
@@ -71,7 +86,9 @@ export function writeBatchParams(agentId, { batchId, item: { trace: t, events } 
       e.parentEventId,
       e.errorMessage,
     ];
-    values.forEach((v, c) => (columns[c][i] = v));
+    values.forEach((v, c) => {
+      /** @type {unknown[]} */ (columns[c])[i] = v;
+    });
   });
   return [
     agentId,
@@ -96,6 +113,16 @@ export function writeBatchParams(agentId, { batchId, item: { trace: t, events } 
   ];
 }
 
+/**
+ * The row WRITE_BATCH answers: what it claimed and wrote (0 of each for a batch id seen before).
+ * @typedef {{ claimed: number, traces: number, events: number }} WrittenCounts
+ */
+
+/**
+ * Throws unless WRITE_BATCH wrote `batch` whole (a new batch id, its trace and every event).
+ * @param {readonly WrittenCounts[]} rows
+ * @param {Batch} batch
+ */
 export function checkWritten(rows, batch) {
   const [r] = rows;
   if (r?.claimed !== 1 || r.traces !== 1 || r.events !== batch.item.events.length)

@@ -83,13 +83,23 @@ const payload = {
   streamed: false,
 };
 
+/**
+ * The median of `values`, which is never empty here: its indices are within `sorted`.
+ * @param {readonly number[]} values
+ * @returns {number}
+ */
 const median = (values) => {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  return sorted.length % 2
+    ? /** @type {number} */ (sorted[mid])
+    : // (the outer cast keeps prettier from moving the inner one)
+      /** @type {number} */ (
+        /** @type {number} */ (sorted[mid - 1]) + /** @type {number} */ (sorted[mid])
+      ) / 2;
 };
-const round1 = (n) => Math.round(n * 10) / 10;
-const round2 = (n) => Number(n.toFixed(2));
+const round1 = (/** @type {number} */ n) => Math.round(n * 10) / 10;
+const round2 = (/** @type {number} */ n) => Number(n.toFixed(2));
 const quiet = { warn() {} };
 
 // ---------------------------------------------------------------------------------------------
@@ -106,18 +116,39 @@ const SINK = `
 const sink = spawn(process.execPath, ['--input-type=module', '-e', SINK], {
   stdio: ['ignore', 'pipe', 'inherit'],
 });
-const sinkPort = await new Promise((resolve) =>
-  sink.stdout.once('data', (d) => resolve(Number(String(d).trim()))),
+const sinkPort = await /** @type {Promise<number>} */ (
+  new Promise((resolve) => sink.stdout.once('data', (d) => resolve(Number(String(d).trim()))))
 );
 
 // Garbage-collection pauses, to tell the client's own work from the collector's in a stall (a
 // scavenge takes 1-4 ms on the 2-core development machine, whoever allocated).
+/** @type {{ start: number, end: number }[]} */
 const gcPauses = [];
 new PerformanceObserver((list) => {
   for (const entry of list.getEntries())
     gcPauses.push({ start: entry.startTime, end: entry.startTime + entry.duration });
 }).observe({ entryTypes: ['gc'] });
 
+/**
+ * The stalls of one mode's flushes, in ms: the longest gap between two turns of the event loop
+ * (over all flushes, and the median of each flush's), with and without the GC pauses in it.
+ * @typedef {object} StallResult
+ * @property {string} mode
+ * @property {number} flushes
+ * @property {number} eventsPerFlush
+ * @property {number} longestStallMs
+ * @property {number} medianOfLongestPerFlushMs
+ * @property {number} eventLoopDelayMaxMs
+ * @property {number} longestStallBesidesGcMs
+ * @property {number} longestGcPauseMs
+ * @property {number} coldLongestStallMs
+ */
+
+/**
+ * @param {string} label
+ * @param {{ SERVICE_MASTER_KEY?: string }} env what the client is made with
+ * @returns {Promise<StallResult>}
+ */
 async function stalls(label, env) {
   const previous = process.env.SERVICE_MASTER_KEY;
   if (env.SERVICE_MASTER_KEY) process.env.SERVICE_MASTER_KEY = env.SERVICE_MASTER_KEY;
@@ -151,6 +182,7 @@ async function stalls(label, env) {
     histogram.enable();
     // Every gap between two turns of the event loop during the flush; GC pauses are attributed
     // afterwards (their performance entries are delivered asynchronously).
+    /** @type {[from: number, to: number][]} */
     const gaps = [];
     let last = performance.now();
     let ticking = true;
@@ -217,6 +249,7 @@ sink.kill();
 
 // A transport that takes every batch at once: the client's own work (serialisation, gzip) is
 // measured, not a network. The batch still goes through the real exporter and gzip.
+/** @type {import('@flightlog/client').Transport} */
 const stubTransport = {
   sendBatch: async () => ({ kind: 'ok', status: 202, replayed: false, verify: null }),
   complete: async () => ({ kind: 'ok', status: 200, replayed: false, verify: null }),
@@ -248,6 +281,16 @@ const newLangfuse = () => {
   return client;
 };
 
+/**
+ * A library under test: `round()` makes a fresh recorder (see above) and its `call`, recording
+ * one event, and `after`, run when the round is over.
+ * @typedef {object} Library
+ * @property {string} name
+ * @property {'flightlog' | 'posthog' | 'langfuse'} key
+ * @property {() => { call: () => unknown, after: () => void }} round
+ */
+
+/** @type {Library[]} */
 const libraries = [
   {
     name: '@flightlog/client session.llmCall',
@@ -288,6 +331,17 @@ const libraries = [
   },
 ];
 
+/**
+ * ns per event of one round of `library`: the calls, the calls and their next turn, and (for
+ * Flightlog only) until idle, wall-clock and CPU.
+ * @typedef {{ call: number, nextTurn: number, idle: { wall: number, cpu: number } | undefined }}
+ *   Measurement
+ */
+
+/**
+ * @param {Library} library
+ * @returns {Promise<Measurement>}
+ */
 async function measure(library) {
   const { call, after } = library.round();
   const cpu0 = process.cpuUsage();
@@ -310,8 +364,18 @@ async function measure(library) {
   return { call: Number(t1 - t0) / EVENTS, nextTurn: Number(t2 - t0) / EVENTS, idle };
 }
 
-const samples = Object.fromEntries(
-  libraries.map((l) => [l.key, { call: [], nextTurn: [], idleWall: [], idleCpu: [] }]),
+/**
+ * A library's measurements over the rounds, ns per event.
+ * @typedef {Record<'call' | 'nextTurn' | 'idleWall' | 'idleCpu', number[]>} Samples
+ */
+// one entry per library key
+const samples = /** @type {Record<Library['key'], Samples>} */ (
+  Object.fromEntries(
+    libraries.map((l) => [
+      l.key,
+      /** @type {Samples} */ ({ call: [], nextTurn: [], idleWall: [], idleCpu: [] }),
+    ]),
+  )
 );
 for (let round = 0; round <= ROUNDS; round++) {
   for (const library of libraries) {
@@ -329,6 +393,20 @@ for (let round = 0; round <= ROUNDS; round++) {
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+/**
+ * A library's figures, in ns per event; the ratios are added once Flightlog's are known.
+ * @typedef {object} RecordRow
+ * @property {string} library
+ * @property {number} callNsMedian
+ * @property {number} withNextTurnNsMedian
+ * @property {number | null} untilIdleWallNsMedian
+ * @property {number | null} untilIdleCpuNsMedian
+ * @property {number[]} callNsRounds
+ * @property {number} [callRatioVsFlightlog]
+ * @property {number} [withNextTurnRatioVsFlightlog]
+ */
+
+/** @type {RecordRow[]} */
 const record = libraries.map((library) => {
   const s = samples[library.key];
   return {
@@ -340,7 +418,7 @@ const record = libraries.map((library) => {
     callNsRounds: s.call.map(round1),
   };
 });
-const ours = record[0];
+const ours = /** @type {RecordRow} */ (record[0]); // Flightlog's, first of `libraries`
 for (const row of record) {
   row.callRatioVsFlightlog = Number((row.callNsMedian / ours.callNsMedian).toFixed(2));
   row.withNextTurnRatioVsFlightlog = Number(
@@ -357,8 +435,10 @@ await flightlog.close({ timeoutMs: 1_000 });
 // ---------------------------------------------------------------------------------------------
 // report
 
-const pad = (text, n) => String(text).padEnd(n);
-const padStart = (text, n) => String(text).padStart(n);
+const pad = (/** @type {string | number} */ text, /** @type {number} */ n) =>
+  String(text).padEnd(n);
+const padStart = (/** @type {string | number} */ text, /** @type {number} */ n) =>
+  String(text).padStart(n);
 console.log(
   `\nRecording one llm_call event: ${EVENTS} calls per round, ${ROUNDS} rounds, A B C interleaved`,
 );
@@ -377,6 +457,7 @@ console.log(
 console.log(
   `\nEvent-loop stall while flushing a full 100 KB buffer (${FLUSHES} flushes each, after ${WARMUP_FLUSHES} warm-up flushes)`,
 );
+/** @type {[title: string, key: keyof StallResult, width: number][]} */
 const columns = [
   ['mode', 'mode', 11],
   ['events/flush', 'eventsPerFlush', 13],

@@ -21,7 +21,8 @@
 //            server's time). Baseline: the same page's SQL run directly with pg. Target < 200 ms.
 //
 // Figures are printed and written to bench/results/dashboard-latest.json.
-/* global window, document, MutationObserver -- the functions given to page.evaluate run in the page */
+// The functions given to page.addInitScript and page.evaluate run in the page: they reach its
+// window, document and MutationObserver through globalThis (see PageGlobals).
 import { existsSync } from 'node:fs';
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
@@ -61,16 +62,29 @@ const lifecycle = createLifecycle({
 
 // the ingest benchmark's items: 1 trace + llm_call events with tokens and cost
 const makeItem = createItemFactory({ ulid, eventsPerBatch: 1 });
-const oneRunBatch = (agentId) => {
+const oneRunBatch = (/** @type {string} */ agentId) => {
   const item = makeItem(agentId, 1);
   return { id: item.trace.id, body: { batchId: ulid(), items: [item] } };
 };
+/**
+ * POSTs a batch with the agent's API key.
+ * @param {string} base
+ * @param {string} key
+ * @param {unknown} body
+ */
 const post = (base, key, body) =>
   request('POST', `${base}/v1/traces/batch`, {
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
 
+/** The agent the admin API created. @typedef {{ agentId: string, apiKey: string }} Agent */
+
+/**
+ * A server with an agent and a token of its viewer.
+ * @param {Record<string, string>} env the server's
+ * @returns {Promise<{ server: import('./support.mjs').ServerHandle, agent: Agent, token: string }>}
+ */
 async function setUp(env) {
   const server = await startFlightlogServer(lifecycle, { cli: CLI, env, tag: 'server' });
   const admin = {
@@ -81,23 +95,33 @@ async function setUp(env) {
     headers: admin,
     body: '{"name":"bench"}',
   });
-  const agent = JSON.parse(created.text);
+  const agent = /** @type {Agent} */ (JSON.parse(created.text));
   await request('PUT', `${server.base}/admin/v1/agents/${agent.agentId}/members/bench-viewer`, {
     headers: admin,
     body: '{"role":"viewer"}',
   });
-  const { mintDevToken } = await import(join(ROOT, 'packages/server/dist/auth/dev-token.js'));
+  const { mintDevToken } =
+    /** @type {typeof import('../packages/server/dist/auth/dev-token.js')} */ (
+      await import(join(ROOT, 'packages/server/dist/auth/dev-token.js'))
+    );
   const token = await mintDevToken(server.jwtSecret, 'bench-viewer');
   return { server, agent, token };
 }
 
-/** A plain SSE client: the arrival time of each trace message, by trace id. */
+/**
+ * A plain SSE client: the arrival time of each trace message, by trace id.
+ * @param {string} base
+ * @param {string} agentId
+ * @param {string} token
+ */
 function sseClient(base, agentId, token) {
+  /** @type {Map<string, number>} */
   const arrivals = new Map();
   let buffer = '';
   const req = http.get(`${base}/v1/agents/${agentId}/live`, {
     headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
   });
+  /** @type {Promise<void>} */
   const ready = new Promise((resolve, reject) => {
     req.on('response', (res) => {
       res.setEncoding('utf8');
@@ -110,7 +134,7 @@ function sseClient(base, agentId, token) {
           const data = message.split('\n').find((line) => line.startsWith('data: '));
           if (!message.includes('event: trace') || !data) continue;
           const at = performance.timeOrigin + performance.now();
-          const id = JSON.parse(data.slice(6)).trace.id;
+          const id = /** @type {{ trace: { id: string } }} */ (JSON.parse(data.slice(6))).trace.id;
           if (!arrivals.has(id)) arrivals.set(id, at);
         }
       });
@@ -121,11 +145,42 @@ function sseClient(base, agentId, token) {
   return { arrivals, ready, close: () => req.destroy() };
 }
 
+/**
+ * What the functions run in the page use of its globals, which this program's types (Node's, no
+ * DOM) do not have. They reach them through `globalThis`, which in the page is `window`.
+ * @typedef {{ nodeType: number, matches(selector: string): boolean,
+ *   querySelectorAll(selector: string): Iterable<PageElement>,
+ *   getAttribute(name: string): string | null }} PageElement
+ * @typedef {object} PageGlobals
+ * @property {Record<string, number>} __rows when each run's row appeared, by trace id
+ *   (performance.timeOrigin + now(), as this process's clock)
+ * @property {{ querySelector(selector: string): PageElement | null }} document
+ * @property {new (callback: (records: { addedNodes: Iterable<PageElement> }[]) => void) =>
+ *   { observe(target: unknown, options: { childList: boolean, subtree: boolean }): void }}
+ *   MutationObserver
+ * @typedef {typeof globalThis & PageGlobals} PageWindow
+ */
+
+/**
+ * @typedef {object} LiveFigures
+ * @property {number} batches
+ * @property {number} shownInBrowser
+ * @property {import('./support.mjs').Percentiles} browser ms from 202 to the row in the page
+ * @property {import('./support.mjs').Percentiles} plainSse ms from 202 to the SSE message
+ */
+
+/**
+ * @param {import('playwright-core').Browser} browser
+ * @param {string} base
+ * @param {Agent} agent
+ * @param {string} token
+ * @returns {Promise<LiveFigures>}
+ */
 async function liveFigures(browser, base, agent, token) {
   const page = await (await browser.newContext()).newPage();
   await page.addInitScript(() => {
-    window.__rows = {};
-    new MutationObserver((records) => {
+    /** @type {PageWindow} */ (globalThis).__rows = {};
+    new /** @type {PageWindow} */ (globalThis).MutationObserver((records) => {
       const at = performance.timeOrigin + performance.now();
       for (const record of records)
         for (const node of record.addedNodes) {
@@ -135,16 +190,19 @@ async function liveFigures(browser, base, agent, token) {
             ? [node]
             : node.querySelectorAll('tr[data-trace-id]');
           for (const row of rows) {
-            const id = row.getAttribute('data-trace-id');
-            if (!(id in window.__rows)) window.__rows[id] = at;
+            // matched by its data-trace-id
+            const id = /** @type {string} */ (row.getAttribute('data-trace-id'));
+            if (!(id in /** @type {PageWindow} */ (globalThis).__rows))
+              /** @type {PageWindow} */ (globalThis).__rows[id] = at;
           }
         }
-    }).observe(document, { childList: true, subtree: true });
+    }).observe(/** @type {PageWindow} */ (globalThis).document, { childList: true, subtree: true });
   });
   await page.goto(`${base}/agents/${agent.agentId}#token=${token}`);
   await page.locator('[data-live-state="live"]').waitFor({ timeout: 10_000 });
   const plain = sseClient(base, agent.agentId, token);
   await plain.ready;
+  /** @type {Map<string, number>} */
   const acked = new Map();
   // warm-up, not measured: the first rows build the table and compile the page's code paths
   for (let i = 0; i < 10; i++) await post(base, agent.apiKey, oneRunBatch(agent.agentId).body);
@@ -157,9 +215,10 @@ async function liveFigures(browser, base, agent, token) {
     if (INTERVAL_MS) await new Promise((resolve) => setTimeout(resolve, INTERVAL_MS));
   }
   const deadline = Date.now() + 10_000;
+  /** @type {PageGlobals['__rows']} */
   let rows = {};
   while (Date.now() < deadline) {
-    rows = await page.evaluate(() => window.__rows);
+    rows = await page.evaluate(() => /** @type {PageWindow} */ (globalThis).__rows);
     if (
       [...acked.keys()].every((id) => id in rows) &&
       [...acked.keys()].every((id) => plain.arrivals.has(id))
@@ -171,17 +230,26 @@ async function liveFigures(browser, base, agent, token) {
   const missing = [...acked.keys()].filter((id) => !(id in rows));
   if (missing.length > 0) {
     const inPage = await page.evaluate(
-      (ids) => ids.map((id) => document.querySelector(`tr[data-trace-id="${id}"]`) !== null),
+      (ids) =>
+        ids.map(
+          (id) =>
+            /** @type {PageWindow} */ (globalThis).document.querySelector(
+              `tr[data-trace-id="${id}"]`,
+            ) !== null,
+        ),
       missing,
     );
     console.log(
       `!!! ${missing.length} batches not stamped as new rows; in the page now: ${JSON.stringify(inPage)}; first ids ${[...acked.keys()].slice(0, 2)}; missing ${missing}`,
     );
   }
-  const browserMs = [...acked].filter(([id]) => id in rows).map(([id, at]) => rows[id] - at);
+  // the filters keep the ids that arrived
+  const browserMs = [...acked]
+    .filter(([id]) => id in rows)
+    .map(([id, at]) => /** @type {number} */ (rows[id]) - at);
   const sseMs = [...acked]
     .filter(([id]) => plain.arrivals.has(id))
-    .map(([id, at]) => plain.arrivals.get(id) - at);
+    .map(([id, at]) => /** @type {number} */ (plain.arrivals.get(id)) - at);
   await page.context().close();
   return {
     batches: BATCHES,
@@ -191,6 +259,19 @@ async function liveFigures(browser, base, agent, token) {
   };
 }
 
+/**
+ * A run of 10,000 steps in the page (first steps painted, all loaded) and through the read API;
+ * medians over ROUNDS (≥ 1) rounds, in ms.
+ * @typedef {{ firstPaintMs: number, allLoadedMs: number, apiReadAllMs: number }} BigRunFigures
+ */
+
+/**
+ * @param {import('playwright-core').Browser} browser
+ * @param {string} base
+ * @param {Agent} agent
+ * @param {string} token
+ * @returns {Promise<BigRunFigures>}
+ */
 async function bigRunFigures(browser, base, agent, token) {
   const run = makeItem(agent.agentId, 10_000);
   const traceId = run.trace.id;
@@ -207,6 +288,7 @@ async function bigRunFigures(browser, base, agent, token) {
   const apiRead = [];
   for (let round = 0; round < ROUNDS; round++) {
     const started = performance.now();
+    /** @type {string | null} */
     let cursor = null;
     let count = 0;
     do {
@@ -217,7 +299,9 @@ async function bigRunFigures(browser, base, agent, token) {
           headers: { authorization: `Bearer ${token}` },
         },
       );
-      const body = JSON.parse(page.text);
+      const body = /** @type {{ events: unknown[], nextCursor: string | null }} */ (
+        JSON.parse(page.text)
+      );
       count += body.events.length;
       cursor = body.nextCursor;
     } while (cursor);
@@ -235,12 +319,24 @@ async function bigRunFigures(browser, base, agent, token) {
     await context.close();
   }
   return {
-    firstPaintMs: median(firstPaint),
-    allLoadedMs: median(allLoaded),
-    apiReadAllMs: median(apiRead),
+    firstPaintMs: /** @type {number} */ (median(firstPaint)),
+    allLoadedMs: /** @type {number} */ (median(allLoaded)),
+    apiReadAllMs: /** @type {number} */ (median(apiRead)),
   };
 }
 
+/**
+ * The runs list of an agent with RUNS runs: ms per page (median of 20), first and 1,000 runs deep,
+ * and the page's SQL run directly.
+ * @typedef {{ runs: number, firstPageMs: number, deepPageMs: number, rawSqlMs: number }}
+ *   RunsListFigures
+ */
+/**
+ * A page of GET /v1/agents/:id/traces.
+ * @typedef {{ traces: unknown[], nextCursor: string | null }} RunsPage
+ */
+
+/** @returns {Promise<RunsListFigures | null>} null without PostgreSQL */
 async function runsListFigures() {
   if (!(await reachable('127.0.0.1', Number(new URL(DATABASE_URL).port || 5432)))) {
     console.log(`!!! SKIPPING the runs-list figure: no PostgreSQL at ${DATABASE_URL} !!!`);
@@ -265,16 +361,21 @@ async function runsListFigures() {
       [agent.agentId],
     );
     await db.query('ANALYZE traces');
-    const get = (query) =>
+    const get = (/** @type {string} */ query) =>
       request('GET', `${server.base}/v1/agents/${agent.agentId}/traces?${query}`, {
         headers: { authorization: `Bearer ${token}` },
       });
-    const first = JSON.parse((await get('limit=50')).text);
+    const first = /** @type {RunsPage} */ (JSON.parse((await get('limit=50')).text));
     if (first.traces.length !== 50) throw new Error('runs list: not 50 runs');
-    let deep = first.nextCursor;
+    // RUNS ≥ 1,000: the 20 pages read here each have a next one
+    let deep = /** @type {string} */ (first.nextCursor);
     for (let i = 0; i < 19; i++)
-      deep = JSON.parse((await get(`limit=50&cursor=${encodeURIComponent(deep)}`)).text).nextCursor;
-    const time = async (query) => {
+      deep = /** @type {string} */ (
+        /** @type {RunsPage} */ (
+          JSON.parse((await get(`limit=50&cursor=${encodeURIComponent(deep)}`)).text)
+        ).nextCursor
+      );
+    const time = async (/** @type {string} */ query) => {
       const times = [];
       for (let i = 0; i < 20; i++) {
         const started = performance.now();
@@ -282,7 +383,7 @@ async function runsListFigures() {
         if (answer.status !== 200) throw new Error(`runs list: ${answer.status}`);
         times.push(performance.now() - started);
       }
-      return median(times);
+      return /** @type {number} */ (median(times)); // of 20
     };
     const raw = async () => {
       const times = [];
@@ -294,7 +395,7 @@ async function runsListFigures() {
         );
         times.push(performance.now() - started);
       }
-      return median(times);
+      return /** @type {number} */ (median(times));
     };
     const result = {
       runs: RUNS,
@@ -345,10 +446,11 @@ async function main() {
       runsList,
     };
     writeJsonAtomic(join(ROOT, 'bench/results/dashboard-latest.json'), result);
-    const f = (x) => (x === null || x === undefined ? 'n/a' : `${x.toFixed(1)} ms`);
+    const f = (/** @type {number | null | undefined} */ x) =>
+      x === null || x === undefined ? 'n/a' : `${x.toFixed(1)} ms`;
     console.log(
       `\n202 → row in the browser (${live.shownInBrowser}/${live.batches} batches): p50 ${f(live.browser.p50)}, p99 ${f(live.browser.p99)} ` +
-        `(plain SSE client p50 ${f(live.plainSse.p50)}, p99 ${f(live.plainSse.p99)}; ratio p99 ${(live.browser.p99 / live.plainSse.p99).toFixed(2)}); target p99 < 100 ms`,
+        `(plain SSE client p50 ${f(live.plainSse.p50)}, p99 ${f(live.plainSse.p99)}; ratio p99 ${/** @type {number} */ (/** @type {number} */ (live.browser.p99) / /** @type {number} */ (live.plainSse.p99)).toFixed(2)}); target p99 < 100 ms`,
     );
     console.log(
       `a run of 10,000 steps: first steps painted ${f(bigRun.firstPaintMs)}, all loaded ${f(bigRun.allLoadedMs)} ` +

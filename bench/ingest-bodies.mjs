@@ -9,9 +9,27 @@ import { gzipSync } from 'node:zlib';
 import { monotonicFactory } from 'ulidx';
 import { createItemFactory } from './support.mjs';
 
+/** @typedef {import('./batch-statement.mjs').Batch} Batch */
+
+/**
+ * A number per side of the ingest benchmark: the service, the naive server (d), the bare HTTP
+ * server (a) and the database baseline (b / c).
+ * @typedef {{ service: number, naive: number, http: number, db: number }} SideRates
+ */
+
+/**
+ * @typedef {object} Mix what the batches of a run carry
+ * @property {string} name
+ * @property {string} description
+ * @property {(i: number) => number} eventCount
+ * @property {number} meanEvents
+ * @property {SideRates} initialRates
+ */
+
 /**
  * Batch mixes: `eventCount(i)` is the number of events of the i-th batch of a run, one trace
  * snapshot per batch either way.
+ * @type {{ large: Mix, small: Mix }}
  */
 export const MIXES = {
   large: {
@@ -31,13 +49,28 @@ export const MIXES = {
   },
 };
 
-/** `next()` → `{ batchId, item }` with fresh ids: one batch of `mix` for `agentId`. */
+/** @typedef {keyof typeof MIXES} MixName */
+
+/**
+ * `next()` → `{ batchId, item }` with fresh ids: one batch of `mix` for `agentId`.
+ * @param {{ ulid: () => string, mix: MixName, agentId: string }} options
+ * @returns {() => Batch}
+ */
 export function createBatchMaker({ ulid, mix, agentId }) {
   const makeItem = createItemFactory({ ulid, eventsPerBatch: 20 });
   let i = 0;
   return () => ({ batchId: ulid(), item: makeItem(agentId, MIXES[mix].eventCount(i++)) });
 }
 
+/**
+ * A request body: its gzip bytes, and the length of the JSON inside.
+ * @typedef {{ gz: Buffer, jsonBytes: number }} GzipBody
+ */
+
+/**
+ * @param {Batch} batch
+ * @returns {GzipBody}
+ */
 function encode({ batchId, item }) {
   const json = JSON.stringify({ batchId, items: [item] });
   return { gz: gzipSync(json), jsonBytes: json.length };
@@ -46,14 +79,21 @@ function encode({ batchId, item }) {
 /**
  * Values used once each, filled before a run and built on the spot (counted in `madeDuringRun`)
  * if the run outpaces the estimate.
+ * @template T
  */
 export class OneShotPool {
+  /**
+   * @param {() => T} make builds one value, in this thread
+   * @param {(n: number) => Promise<T[]>} [fillAsync] builds `n` values elsewhere (workers)
+   */
   constructor(make, fillAsync) {
     this.make = make;
     this.fillAsync = fillAsync;
+    /** @type {T[]} */
     this.items = [];
     this.madeDuringRun = 0;
   }
+  /** @param {number} n */
   async fill(n) {
     const missing = n - this.items.length;
     if (missing > 0 && this.fillAsync) this.items.push(...(await this.fillAsync(missing)));
@@ -72,8 +112,21 @@ export class OneShotPool {
 }
 
 /**
+ * The pool of createBodyPool, given a `close()` (ending its worker threads) after construction.
+ * @typedef {OneShotPool<GzipBody> & { close: () => Promise<unknown> }} BodyPool
+ */
+
+/**
+ * What a worker thread posts back for a request of `count` bodies: the bodies back to back in
+ * one transferred buffer, body k from `offsets[k]` to `offsets[k + 1]`.
+ * @typedef {{ buffer: ArrayBuffer, offsets: number[], jsonBytes: number[] }} BodiesMessage
+ */
+
+/**
  * Gzip bodies of `mix` for `agentId`, pooled: filled by up to `threads` worker threads, built in
  * this thread when the pool runs dry during a run. `close()` ends the workers.
+ * @param {{ mix: MixName, agentId: string, threads?: number }} options
+ * @returns {BodyPool}
  */
 export function createBodyPool({ mix, agentId, threads = Math.min(2, os.availableParallelism()) }) {
   const ulid = monotonicFactory();
@@ -86,29 +139,32 @@ export function createBodyPool({ mix, agentId, threads = Math.min(2, os.availabl
       }),
   );
   for (const worker of workers) worker.unref();
+  /** @type {(worker: Worker, count: number) => Promise<GzipBody[]>} */
   const ask = (worker, count) =>
     new Promise((resolve, reject) => {
       worker.once('error', reject);
-      worker.once('message', ({ buffer, offsets, jsonBytes }) => {
+      worker.once('message', (/** @type {BodiesMessage} */ { buffer, offsets, jsonBytes }) => {
         worker.off('error', reject);
         const bytes = Buffer.from(buffer);
         resolve(
           offsets.slice(1).map((end, k) => ({
             gz: bytes.subarray(offsets[k], end),
-            jsonBytes: jsonBytes[k],
+            jsonBytes: /** @type {number} */ (jsonBytes[k]),
           })),
         );
       });
       worker.postMessage(count);
     });
-  const fillAsync = async (n) => {
+  const fillAsync = async (/** @type {number} */ n) => {
     const share = Math.ceil(n / workers.length);
     return (await Promise.all(workers.map((w) => ask(w, share)))).flat();
   };
-  const pool = new OneShotPool(() => encode(makeBatch()), fillAsync);
+  const pool = /** @type {BodyPool} */ (new OneShotPool(() => encode(makeBatch()), fillAsync));
   pool.close = () => Promise.all(workers.map((w) => w.terminate()));
   return pool;
 }
+
+/** @typedef {import('node:worker_threads').MessagePort} MessagePort */
 
 if (!isMainThread && workerData?.role === 'ingest-bodies') {
   const makeBatch = createBatchMaker({
@@ -116,18 +172,20 @@ if (!isMainThread && workerData?.role === 'ingest-bodies') {
     mix: workerData.mix,
     agentId: workerData.agentId,
   });
-  parentPort.on('message', (count) => {
+  // a worker's parentPort is never null
+  /** @type {MessagePort} */ (parentPort).on('message', (/** @type {number} */ count) => {
     const bodies = Array.from({ length: count }, () => encode(makeBatch()));
     const offsets = [0];
-    for (const b of bodies) offsets.push(offsets.at(-1) + b.gz.length);
+    for (const b of bodies) offsets.push(/** @type {number} */ (offsets.at(-1)) + b.gz.length);
     const joined = Buffer.concat(
       bodies.map((b) => b.gz),
       offsets.at(-1),
     );
     // A fresh ArrayBuffer of exactly the bodies (Buffer.concat may use the shared pool).
     const buffer = joined.buffer.slice(joined.byteOffset, joined.byteOffset + joined.length);
-    parentPort.postMessage({ buffer, offsets, jsonBytes: bodies.map((b) => b.jsonBytes) }, [
-      buffer,
-    ]);
+    /** @type {MessagePort} */ (parentPort).postMessage(
+      { buffer, offsets, jsonBytes: bodies.map((b) => b.jsonBytes) },
+      [buffer],
+    );
   });
 }

@@ -67,13 +67,13 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { monotonicFactory } from 'ulidx';
 import { WRITE_BATCH, checkWritten, writeBatchParams } from './batch-statement.mjs';
 import { MIXES, OneShotPool, createBatchMaker, createBodyPool } from './ingest-bodies.mjs';
 import {
+  autocannon,
   cpuMsOf,
   createLifecycle,
   envList,
@@ -93,6 +93,31 @@ import {
   writeJsonAtomic,
 } from './support.mjs';
 
+/**
+ * @typedef {import('./support.mjs').ChildHandle} ChildHandle
+ * @typedef {import('./support.mjs').ServerHandle} ServerHandle
+ * @typedef {import('./support.mjs').MachineInfo} MachineInfo
+ * @typedef {import('./batch-statement.mjs').Batch} Batch
+ * @typedef {import('./batch-statement.mjs').WrittenCounts} WrittenCounts
+ * @typedef {import('./ingest-bodies.mjs').MixName} MixName
+ * @typedef {import('./ingest-bodies.mjs').BodyPool} BodyPool
+ * @typedef {import('@flightlog/server').DataDirDurability} DataDirDurability
+ */
+
+/**
+ * What a `catch` may hold, as the failure messages here read it (a thrown non-object has no
+ * `message`, and the message falls back to the value itself).
+ * @typedef {{ message?: string, stack?: string } | null | undefined} Thrown
+ */
+
+/** @typedef {'postgres' | 'pglite' | 'pglite-process-crash'} Engine */
+
+/**
+ * The sides an engine's mix is measured on: the service, the naive server (d, PostgreSQL only),
+ * the bare HTTP server (a) and the database baseline (b / c).
+ * @typedef {keyof import('./ingest-bodies.mjs').SideRates} Side
+ */
+
 // ulidx's plain ulid() draws each random character from crypto separately (~50 us per id);
 // the monotonic factory increments within a millisecond (~1 us): still unique, still ULIDs.
 const ulid = monotonicFactory();
@@ -103,17 +128,36 @@ const BARE_SERVER = join(ROOT, 'bench/bare-ingest-server.mjs');
 const NAIVE_SERVER = join(ROOT, 'bench/naive-ingest-server.mjs');
 const RESULTS_FILE = join(ROOT, 'bench/results/ingest-latest.json');
 
-const CFG = {
+/**
+ * @typedef {object} Config
+ * @property {number} seconds
+ * @property {number} rounds
+ * @property {number} warmupSeconds
+ * @property {string} databaseUrl
+ * @property {Engine[]} engines
+ * @property {MixName[]} mixes
+ * @property {number | null} serverPoolSize
+ * @property {Record<string, string>} serverEnv
+ * @property {number} connections
+ * @property {number} dbConnections
+ * @property {number} targetRatio
+ * @property {number} targetP99Ms
+ * @property {Record<Engine, number>} targetRssBytes
+ * @property {number} plannedSeconds
+ * @property {number} timeoutSeconds
+ */
+
+// plannedSeconds and timeoutSeconds are set right below, from the rest
+const CFG = /** @type {Config} */ ({
   seconds: envNumber('BENCH_SECONDS', 5, 1, 120),
   rounds: Math.round(envNumber('BENCH_ROUNDS', 3, 1, 20)),
   warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 1, 0, 60),
   databaseUrl: process.env.BENCH_DATABASE_URL?.trim() || 'postgres://postgres@127.0.0.1:5432/test',
-  engines: envList('BENCH_ENGINES', 'postgres,pglite', [
-    'postgres',
-    'pglite',
-    'pglite-process-crash',
-  ]),
-  mixes: envList('BENCH_MIXES', 'large,small', Object.keys(MIXES)),
+  // envList lets only the allowed names through
+  engines: /** @type {Engine[]} */ (
+    envList('BENCH_ENGINES', 'postgres,pglite', ['postgres', 'pglite', 'pglite-process-crash'])
+  ),
+  mixes: /** @type {MixName[]} */ (envList('BENCH_MIXES', 'large,small', Object.keys(MIXES))),
   serverPoolSize: envNumber('BENCH_SERVER_POOL_SIZE', 0, 0, 1000) || null,
   // extra environment for the server, e.g. INGEST_GROUP_MAX_BATCHES=1 (group commit off)
   serverEnv: Object.fromEntries(
@@ -128,7 +172,7 @@ const CFG = {
   targetRatio: 0.8,
   targetP99Ms: 50,
   targetRssBytes: { postgres: 250e6, pglite: 350e6, 'pglite-process-crash': 350e6 },
-};
+});
 /** What one engine and mix take, in seconds, besides building bodies. */
 const plannedMixSeconds =
   3 * CFG.warmupSeconds + 3 * CFG.rounds * CFG.seconds + 2 * CFG.seconds + 6;
@@ -142,6 +186,10 @@ const lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
 // ---------------------------------------------------------------------------------------------
 // The servers.
 
+/**
+ * @param {ServerHandle} server
+ * @returns {Promise<import('@flightlog/protocol').CreatedAgent>}
+ */
 async function createAgent(server) {
   const { status, text } = await request('POST', `${server.base}/admin/v1/agents`, {
     headers: { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' },
@@ -151,10 +199,19 @@ async function createAgent(server) {
   return JSON.parse(text);
 }
 
+/**
+ * A server's batch counters and resident memory; none when /metrics does not answer 200.
+ * @typedef {{ accepted?: number, duplicate?: number, rssBytes?: number }} ServerMetrics
+ */
+
+/**
+ * @param {string} base
+ * @returns {Promise<ServerMetrics>}
+ */
 async function scrapeMetrics(base) {
   const { status, text } = await request('GET', `${base}/metrics`);
   if (status !== 200) return {};
-  const value = (pattern) => {
+  const value = (/** @type {RegExp} */ pattern) => {
     const match = text.match(pattern);
     return match ? Number(match[1]) : undefined;
   };
@@ -165,7 +222,11 @@ async function scrapeMetrics(base) {
   };
 }
 
-/** Peak resident memory of a process (Linux: VmHWM), reset by `resetPeakRss`; null elsewhere. */
+/**
+ * Peak resident memory of a process (Linux: VmHWM), reset by `resetPeakRss`; null elsewhere.
+ * @param {number | undefined} pid
+ * @returns {number | null}
+ */
 function peakRss(pid) {
   try {
     const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -174,6 +235,10 @@ function peakRss(pid) {
     return null;
   }
 }
+/**
+ * @param {number | undefined} pid
+ * @returns {boolean}
+ */
 function resetPeakRss(pid) {
   try {
     writeFileSync(`/proc/${pid}/clear_refs`, '5');
@@ -183,7 +248,17 @@ function resetPeakRss(pid) {
   }
 }
 
-/** Baseline (d), PostgreSQL only: the naive node:http + pg server, writing to `schema`. */
+/**
+ * A baseline server run as a child: its handle, and where it listens.
+ * @typedef {ChildHandle & { base: string }} ChildServer
+ */
+
+/**
+ * Baseline (d), PostgreSQL only: the naive node:http + pg server, writing to `schema`.
+ * @param {string} schema
+ * @param {string} agentId
+ * @returns {Promise<ChildServer>}
+ */
 async function startNaiveServer(schema, agentId) {
   const naive = spawnCli(lifecycle, {
     cli: NAIVE_SERVER,
@@ -203,21 +278,72 @@ async function startNaiveServer(schema, agentId) {
   return { ...naive, base: `http://127.0.0.1:${port}` };
 }
 
+/** @returns {Promise<ChildServer>} */
 async function startBareServer() {
-  const bare = spawnCli(lifecycle, {
-    cli: BARE_SERVER,
-    cwd: ROOT,
-    tag: 'bare-http',
-    stdin: 'pipe',
-  });
+  // no env of its own: spawnCli's type wants one, its code does without
+  const bare = spawnCli(
+    lifecycle,
+    /** @type {Parameters<typeof spawnCli>[1]} */ ({
+      cli: BARE_SERVER,
+      cwd: ROOT,
+      tag: 'bare-http',
+      stdin: 'pipe',
+    }),
+  );
   const [, port] = await bare.waitFor(/"port":(\d+)/, 10_000);
   return { ...bare, base: `http://127.0.0.1:${port}` };
 }
 
 // ---------------------------------------------------------------------------------------------
 // HTTP load: autocannon (closed loop, or overallRate), and an evenly paced open-loop sender.
-// A target is { url, headers, metrics?: () => scrapeMetrics(...) }.
 
+/**
+ * Where an HTTP side's load goes; `metrics` (the service's) counts what the server accepted.
+ * @typedef {{ url: string, headers: Record<string, string>,
+ *   metrics?: () => Promise<ServerMetrics> }} Target
+ */
+
+/**
+ * The figures of a run that a table row shows; also those of a side's median.
+ * @typedef {object} Figures
+ * @property {number} batchesPerSec
+ * @property {number} eventsPerSec
+ * @property {number | null} p50Ms
+ * @property {number | null} p99Ms
+ */
+
+/**
+ * CPU of the server that answered a run and of PostgreSQL; null where not measured (no /proc,
+ * no such process).
+ * @typedef {{ server: number | null, postgres: number | null }} PerProcess
+ */
+
+/**
+ * What every run reports: an HTTP side's, a database baseline's, a paced one's.
+ * @typedef {object} RunFields
+ * @property {number | null} maxMs
+ * @property {number} ok batches that succeeded within the run
+ * @property {number} errors
+ * @property {number} [non2xx] HTTP runs only
+ * @property {number} [timeouts] autocannon runs only
+ * @property {PerProcess} [cpuUsPerBatch] µs per batch, set once the run is over
+ * @typedef {Figures & RunFields} Run
+ */
+
+/**
+ * An autocannon run of an HTTP side (`serverAccepted` / `serverDuplicates` with a `metrics`).
+ * @typedef {Run & { non2xx: number, timeouts: number, statusCodes: Record<string, number>,
+ *   durationSec: number, serverAccepted?: number, serverDuplicates?: number,
+ *   bodiesBuiltDuringRun: number }} HttpRun
+ */
+
+/**
+ * @param {Target} target
+ * @param {BodyPool} bodies
+ * @param {number} seconds
+ * @param {{ overallRate?: number, eventsPerBatch: number }} load
+ * @returns {Promise<HttpRun>}
+ */
 async function runAutocannon(target, bodies, seconds, { overallRate, eventsPerBatch }) {
   const before = target.metrics ? await target.metrics() : undefined;
   const result = await autocannon({
@@ -253,24 +379,41 @@ async function runAutocannon(target, bodies, seconds, { overallRate, eventsPerBa
     durationSec: result.duration,
     ...(after
       ? {
-          serverAccepted: after.accepted - before.accepted,
-          serverDuplicates: after.duplicate - before.duplicate,
+          // `before` is there when `after` is; a count /metrics left out makes this NaN
+          serverAccepted:
+            /** @type {number} */ (after.accepted) -
+            /** @type {number} */ (/** @type {ServerMetrics} */ (before).accepted),
+          serverDuplicates:
+            /** @type {number} */ (after.duplicate) -
+            /** @type {number} */ (/** @type {ServerMetrics} */ (before).duplicate),
         }
       : {}),
     bodiesBuiltDuringRun: bodies.madeDuringRun,
   };
 }
 
-/** Open loop: request i is due at start + i / rate; latency runs from that due time. */
+/** @typedef {Run & { targetRate: number, non2xx: number, sent: number }} PacedRun */
+
+/**
+ * Open loop: request i is due at start + i / rate; latency runs from that due time.
+ * @param {Target} target
+ * @param {BodyPool} bodies
+ * @param {number} seconds
+ * @param {{ rate: number, eventsPerBatch: number }} load
+ * @returns {Promise<PacedRun>}
+ */
 async function runPaced(target, bodies, seconds, { rate, eventsPerBatch }) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: CFG.connections });
   const url = new URL(target.url);
+  /** @type {number[]} */
   const latencies = [];
   const tally = { ok: 0, non2xx: 0, errors: 0, sent: 0 };
+  /** @type {Set<Promise<void>>} */
   const pending = new Set();
-  const fire = (due) => {
+  const fire = (/** @type {number} */ due) => {
     const body = bodies.next().gz;
     tally.sent++;
+    /** @type {Promise<void>} */
     const done = new Promise((resolve) => {
       const req = http.request(
         url,
@@ -278,7 +421,11 @@ async function runPaced(target, bodies, seconds, { rate, eventsPerBatch }) {
         (res) => {
           res.resume();
           res.on('end', () => {
-            if (res.statusCode >= 200 && res.statusCode < 300) {
+            // a client's response always has a status code
+            if (
+              /** @type {number} */ (res.statusCode) >= 200 &&
+              /** @type {number} */ (res.statusCode) < 300
+            ) {
               tally.ok++;
               latencies.push(performance.now() - due);
             } else tally.non2xx++;
@@ -332,6 +479,20 @@ async function runPaced(target, bodies, seconds, { rate, eventsPerBatch }) {
 // ---------------------------------------------------------------------------------------------
 // Database baselines (b) and (c): one statement, one round trip per batch.
 
+/**
+ * A database baseline, (b) or (c): `write` is the one statement for a batch, `query` any SQL on
+ * the same database.
+ * @typedef {object} Baseline
+ * @property {string} kind
+ * @property {(agentId: string, batch: Batch) => Promise<void>} write
+ * @property {(sql: string, params: unknown[]) => Promise<{ rows: unknown[] }>} query
+ * @property {() => Promise<void> | undefined} close
+ */
+
+/**
+ * @param {string} schema
+ * @returns {Promise<Baseline>}
+ */
 async function openPostgresBaseline(schema) {
   const pool = new pg.Pool({
     connectionString: CFG.databaseUrl,
@@ -356,9 +517,14 @@ async function openPostgresBaseline(schema) {
 }
 
 /** The DATA_DIR_DURABILITY an engine of this benchmark runs PGlite with. */
-const durabilityOf = (engine) =>
+const durabilityOf = (/** @type {Engine} */ engine) =>
   engine === 'pglite-process-crash' ? 'process-crash' : 'power-loss';
 
+/**
+ * @param {string} dataDir
+ * @param {DataDirDurability} durability
+ * @returns {Promise<Baseline>}
+ */
 async function openPgliteBaseline(dataDir, durability) {
   const { openPgliteDataDir, PGLITE_EXTENSIONS } = await import('@flightlog/server');
   // the server's extensions: its migrations index text with pg_trgm
@@ -368,19 +534,30 @@ async function openPgliteBaseline(dataDir, durability) {
     kind: `one statement per batch (data-modifying CTEs), in-process PGlite (${durability})`,
     async write(agentId, batch) {
       const { rows } = await db.query(WRITE_BATCH, writeBatchParams(agentId, batch));
-      checkWritten(rows, batch);
+      checkWritten(/** @type {WrittenCounts[]} */ (rows), batch);
     },
     query: (sql, params) => db.query(sql, params),
     close: () => (db.closed ? undefined : db.close()),
   };
 }
 
-/** BENCH_SECONDS of `dbConnections` concurrent writers, each one batch at a time. */
+/** @typedef {Run & { itemsBuiltDuringRun: number }} DbRun */
+
+/**
+ * BENCH_SECONDS of `dbConnections` concurrent writers, each one batch at a time.
+ * @param {Baseline} baseline
+ * @param {string} agentId
+ * @param {import('./ingest-bodies.mjs').OneShotPool<Batch>} items
+ * @param {number} seconds
+ * @returns {Promise<DbRun>}
+ */
 async function runDbBaseline(baseline, agentId, items, seconds) {
+  /** @type {number[]} */
   const latencies = [];
   let ok = 0;
   let events = 0;
   let errors = 0;
+  /** @type {unknown} */
   let firstError;
   const start = performance.now();
   const deadline = start + seconds * 1000;
@@ -403,7 +580,10 @@ async function runDbBaseline(baseline, agentId, items, seconds) {
     }
   };
   await Promise.all(Array.from({ length: CFG.dbConnections }, writer));
-  if (firstError) console.error(`!!! BASELINE WRITE FAILED (${errors}x): ${firstError.message}`);
+  if (firstError)
+    console.error(
+      `!!! BASELINE WRITE FAILED (${errors}x): ${/** @type {Thrown} */ (firstError)?.message}`,
+    );
   const stats = percentiles(latencies);
   return {
     batchesPerSec: ok / seconds,
@@ -423,6 +603,14 @@ const STORED_SQL = `SELECT
   (SELECT coalesce(sum(event_count), 0) FROM accepted_batches WHERE agent_id = $1)::int AS announced,
   (SELECT count(*) FROM events WHERE agent_id = $1)::int AS events`;
 
+/** @typedef {{ batches: number, announced: number, events: number }} StoredRows */
+
+/**
+ * @param {Engine} engine
+ * @param {ServerEnv} serverEnv
+ * @param {string} agentId
+ * @returns {Promise<StoredRows>}
+ */
 async function countServerRows(engine, serverEnv, agentId) {
   if (engine === 'postgres') {
     const client = new pg.Client({
@@ -431,14 +619,15 @@ async function countServerRows(engine, serverEnv, agentId) {
     });
     await client.connect();
     try {
-      return (await client.query(STORED_SQL, [agentId])).rows[0];
+      return /** @type {StoredRows} */ ((await client.query(STORED_SQL, [agentId])).rows[0]);
     } finally {
       await client.end();
     }
   }
   const db = await PGlite.create(serverEnv.DATA_DIR);
   try {
-    return (await db.query(STORED_SQL, [agentId])).rows[0];
+    // aggregates: always one row
+    return /** @type {StoredRows} */ ((await db.query(STORED_SQL, [agentId])).rows[0]);
   } finally {
     await db.close();
   }
@@ -447,7 +636,21 @@ async function countServerRows(engine, serverEnv, agentId) {
 // ---------------------------------------------------------------------------------------------
 // One engine and mix: A B C rounds, then half rate.
 
+/**
+ * One figure per side of an engine: the naive side runs on PostgreSQL only.
+ * @template T
+ * @typedef {Record<Exclude<Side, 'naive'>, T> & { naive?: T }} BySide
+ */
+
+/** @typedef {HttpRun | DbRun} SideRun a run of one side: HTTP, or the database baseline */
+
+/**
+ * One round: a run of every side of the engine, back to back.
+ * @typedef {{ round: number } & BySide<SideRun>} Round
+ */
+
 /** The sides of an engine: the naive server (d) writes to PostgreSQL only. */
+/** @type {(engine: Engine) => Side[]} */
 const sidesOf = (engine) =>
   engine === 'postgres' ? ['service', 'naive', 'http', 'db'] : ['service', 'http', 'db'];
 
@@ -456,6 +659,11 @@ const sidesOf = (engine) =>
  * (service or naive), and PostgreSQL (every process named postgres, with its exited children:
  * the postmaster carries a closed backend's time on; none for PGlite, which runs inside the
  * server). Linux /proc; null elsewhere.
+ */
+/**
+ * @param {number | undefined} serverPid
+ * @param {Engine} engine
+ * @returns {PerProcess} CPU ms so far
  */
 function cpuSnapshot(serverPid, engine) {
   // PGlite's engine runs inside the server: its CPU is the server's
@@ -469,39 +677,69 @@ function cpuSnapshot(serverPid, engine) {
   };
 }
 
-/** The median over rounds of the service's CPU per batch over the naive server's, of `key`. */
+/**
+ * The median over rounds of the service's CPU per batch over the naive server's, of `key`.
+ * @param {Round[]} rounds of PostgreSQL, which has a naive side
+ * @param {keyof PerProcess} key
+ * @returns {number | null}
+ */
 function pairedCpuRatio(rounds, key) {
+  // a figure not measured (null, undefined) makes a ratio that is not finite, left out below
   const ratios = rounds
-    .map((r) => r.service.cpuUsPerBatch?.[key] / r.naive.cpuUsPerBatch?.[key])
+    .map(
+      (r) =>
+        /** @type {number} */ (r.service.cpuUsPerBatch?.[key]) /
+        /** @type {number} */ (/** @type {SideRun} */ (r.naive).cpuUsPerBatch?.[key]),
+    )
     .filter((ratio) => Number.isFinite(ratio));
   return ratios.length > 0 ? median(ratios) : null;
 }
 
-/** CPU µs per batch between two snapshots, per process. */
+/**
+ * CPU µs per batch between two snapshots, per process.
+ * @param {PerProcess} before
+ * @param {PerProcess} after
+ * @param {number} batches
+ * @returns {PerProcess}
+ */
 function cpuPerBatch(before, after, batches) {
-  const per = (key) =>
+  const per = (/** @type {keyof PerProcess} */ key) =>
     before[key] === null || after[key] === null || batches === 0
       ? null
       : ((after[key] - before[key]) * 1000) / batches;
   return { server: per('server'), postgres: per('postgres') };
 }
 
+/**
+ * A side's medians over its rounds.
+ * @typedef {Figures & { cpuUsPerBatch: PerProcess }} SideSummary
+ */
+
+/**
+ * @param {SideRun[]} runs one or more
+ * @returns {SideSummary}
+ */
 function summarise(runs) {
-  const cpu = (key) => {
+  const cpu = (/** @type {keyof PerProcess} */ key) => {
     const values = runs.map((r) => r.cpuUsPerBatch?.[key]).filter((v) => typeof v === 'number');
     return values.length > 0 ? median(values) : null;
   };
   return {
     cpuUsPerBatch: { server: cpu('server'), postgres: cpu('postgres') },
-    batchesPerSec: median(runs.map((r) => r.batchesPerSec)),
-    eventsPerSec: median(runs.map((r) => r.eventsPerSec)),
+    // the median of one or more numbers is a number
+    batchesPerSec: /** @type {number} */ (median(runs.map((r) => r.batchesPerSec))),
+    eventsPerSec: /** @type {number} */ (median(runs.map((r) => r.eventsPerSec))),
     p50Ms: median(runs.map((r) => r.p50Ms)),
     p99Ms: median(runs.map((r) => r.p99Ms)),
   };
 }
 
-const fmtMs = (ms) =>
+const fmtMs = (/** @type {number | null | undefined} */ ms) =>
   ms === null || ms === undefined ? '   n/a' : `${ms.toFixed(1).padStart(6)} ms`;
+/**
+ * @param {string} kind
+ * @param {Run} r
+ */
 function fmtRun(kind, r) {
   const bad = (r.non2xx ?? 0) + (r.errors ?? 0) + (r.timeouts ?? 0);
   return (
@@ -512,23 +750,93 @@ function fmtRun(kind, r) {
   );
 }
 
+/**
+ * @param {string} label
+ * @param {HttpRun} r
+ * @returns {string[]}
+ */
 function checkHttpRun(label, r) {
   const problems = [];
   if (r.non2xx > 0) problems.push(`${r.non2xx} non-2xx responses ${JSON.stringify(r.statusCodes)}`);
   if (r.errors > 0) problems.push(`${r.errors} connection errors`);
   if (r.timeouts > 0) problems.push(`${r.timeouts} timeouts`);
-  if (r.serverDuplicates > 0)
+  if ((r.serverDuplicates ?? 0) > 0)
     problems.push(`${r.serverDuplicates} batches answered as duplicates by the server`);
   if (r.serverAccepted !== undefined && r.serverAccepted < r.ok)
     problems.push(`server counted ${r.serverAccepted} accepted batches for ${r.ok} 2xx answers`);
   return problems.map((p) => `${label}: ${p}`);
 }
 
+/**
+ * What a mix is measured with: one engine's servers and baseline.
+ * @typedef {object} MixContext
+ * @property {Engine} engine
+ * @property {ServerHandle} server
+ * @property {ChildServer} bare
+ * @property {ChildServer | undefined} naive
+ * @property {string} apiKey
+ * @property {string} agentId
+ * @property {Baseline} baseline
+ * @property {string} baselineAgentId
+ * @property {(warning: string) => void} warn
+ */
+
+/**
+ * The service over the baselines, by median batches/s (and CPU per batch against naive).
+ * @typedef {object} Ratios
+ * @property {number} serviceVsDb
+ * @property {number} [serviceVsNaive]
+ * @property {number | null} [serverCpuVsNaive]
+ * @property {number | null} [postgresCpuVsNaive]
+ * @property {number} serviceVsHttp
+ * @property {number} dbVsHttp
+ */
+
+/**
+ * @typedef {object} HalfRate the service's latency at half its median rate
+ * @property {number} rate
+ * @property {HttpRun & { targetRate: number }} autocannon
+ * @property {PacedRun} paced
+ * @property {{ autocannon: boolean, paced: boolean }} meetsP99Target
+ */
+
+/**
+ * One engine and mix, as written to the results file.
+ * @typedef {object} MixResult
+ * @property {MixName} mix
+ * @property {string} description
+ * @property {Round[]} rounds
+ * @property {number} bodyJsonBytes
+ * @property {number} bodyGzipBytes
+ * @property {BySide<SideSummary>} median
+ * @property {Ratios} ratios
+ * @property {boolean} meetsRatioTarget
+ * @property {HalfRate} halfRate
+ * @property {number | null} serverRssPeakBytes
+ * @property {number | null} serverRssAtEndBytes
+ * @property {boolean | null} meetsRssTarget
+ */
+
+/**
+ * A mix that failed; no `median` tells it from a MixResult.
+ * @typedef {{ mix: MixName, error: string, median?: undefined }} FailedMix
+ */
+
+/**
+ * @param {MixContext} ctx
+ * @param {MixName} mixName
+ * @returns {Promise<MixResult>}
+ */
 async function benchMix(ctx, mixName) {
   const mix = MIXES[mixName];
   const { engine, server, bare, naive, apiKey, agentId, baseline, baselineAgentId, warn } = ctx;
   const sides = sidesOf(engine);
-  const result = { mix: mixName, description: mix.description, rounds: [] };
+  // the rest is filled in below, before it is returned
+  const result = /** @type {MixResult} */ ({
+    mix: mixName,
+    description: mix.description,
+    rounds: /** @type {Round[]} */ ([]),
+  });
   const headers = {
     'content-type': 'application/json',
     'content-encoding': 'gzip',
@@ -542,6 +850,7 @@ async function benchMix(ctx, mixName) {
     http: { url: `${bare.base}/v1/traces/batch`, headers },
     ...(naive ? { naive: { url: `${naive.base}/v1/traces/batch`, headers } } : {}),
   };
+  /** @type {Partial<Record<Side, number>>} */
   const pidOf = { service: server.child.pid, naive: naive?.child.pid };
   const bodies = createBodyPool({ mix: mixName, agentId });
   const makeBatch = createBatchMaker({ ulid, mix: mixName, agentId: baselineAgentId });
@@ -551,12 +860,20 @@ async function benchMix(ctx, mixName) {
     result.bodyJsonBytes = Math.round(sample.reduce((s, b) => s + b.jsonBytes, 0) / 60);
     result.bodyGzipBytes = Math.round(sample.reduce((s, b) => s + b.gz.length, 0) / 60);
     const estimate = { ...mix.initialRates };
-    const poolFor = (rate, seconds) => Math.ceil(rate * seconds * 1.5) + 4 * CFG.connections;
+    const poolFor = (/** @type {number} */ rate, /** @type {number} */ seconds) =>
+      Math.ceil(rate * seconds * 1.5) + 4 * CFG.connections;
     const ensureAlive = () => {
       if (!server.alive())
         throw new Error(`server died during the run:\n${server.output.lines.join('\n')}`);
     };
     const options = { eventsPerBatch: mix.meanEvents };
+    /**
+     * One run of `side`, charged its CPU; `label` (none for a warm-up) names it in warnings.
+     * @param {Side} side
+     * @param {number} seconds
+     * @param {string} [label]
+     * @returns {Promise<SideRun>}
+     */
     const run = async (side, seconds, label) => {
       let r;
       const cpuBefore = cpuSnapshot(pidOf[side], engine);
@@ -567,7 +884,8 @@ async function benchMix(ctx, mixName) {
         if (r.errors > 0) warn(`${mixName} ${label} db baseline: ${r.errors} failed writes`);
       } else {
         await bodies.fill(poolFor(estimate[side], seconds));
-        r = await runAutocannon(targets[side], bodies, seconds, options);
+        // the naive side runs only where there is a naive server
+        r = await runAutocannon(/** @type {Target} */ (targets[side]), bodies, seconds, options);
         bodies.drain();
         ensureAlive();
         for (const w of checkHttpRun(`${mixName} ${label} ${side}`, r)) warn(w);
@@ -587,15 +905,24 @@ async function benchMix(ctx, mixName) {
       for (const side of sides)
         console.log(`   ${mixName} warm-up  ${fmtRun(side, await run(side, CFG.warmupSeconds))}`);
     for (let round = 1; round <= CFG.rounds; round++) {
-      const entry = { round };
+      // every side of the engine, filled in just below
+      const entry = /** @type {Round} */ ({ round });
       for (const side of sides) {
         entry[side] = await run(side, CFG.seconds, `round ${round}`);
-        console.log(`   ${mixName} round ${round}  ${fmtRun(side, entry[side])}`);
+        console.log(
+          `   ${mixName} round ${round}  ${fmtRun(side, /** @type {SideRun} */ (entry[side]))}`,
+        );
       }
       result.rounds.push(entry);
     }
-    result.median = Object.fromEntries(
-      sides.map((side) => [side, summarise(result.rounds.map((r) => r[side]))]),
+    // a round has every side of the engine, and so has the median
+    result.median = /** @type {BySide<SideSummary>} */ (
+      Object.fromEntries(
+        sides.map((side) => [
+          side,
+          summarise(result.rounds.map((r) => /** @type {SideRun} */ (r[side]))),
+        ]),
+      )
     );
     const { service, http: bareHttp, db, naive: naiveSide } = result.median;
     result.ratios = {
@@ -656,7 +983,12 @@ async function benchMix(ctx, mixName) {
 // ---------------------------------------------------------------------------------------------
 // One engine end to end.
 
-/** The real schema for the baseline: the server's migrations, through openStore. */
+/**
+ * The real schema for the baseline: the server's migrations, through openStore.
+ * @param {Engine} engine
+ * @param {string} tag
+ * @returns {Promise<Baseline>}
+ */
 async function openBaseline(engine, tag) {
   const { openStore } = await import('@flightlog/server');
   if (engine === 'postgres') {
@@ -676,15 +1008,50 @@ async function openBaseline(engine, tag) {
   return openPgliteBaseline(dir, durabilityOf(engine));
 }
 
+/**
+ * The server's environment: where its database is, and BENCH_SERVER_ENV.
+ * @typedef {Record<string, string | undefined>} ServerEnv
+ */
+
+/**
+ * One engine, as written to the results file: every field but `engine` may be missing, as
+ * where it was skipped or failed.
+ * @typedef {object} EngineResult
+ * @property {Engine} engine
+ * @property {string} [skipped] why it did not run
+ * @property {string} [error] what stopped it
+ * @property {Record<string, MixResult | FailedMix>} [mixes] by mix name
+ * @property {string[]} [warnings]
+ * @property {string[]} [schemas] PostgreSQL: the server's, then the baseline's
+ * @property {string} [baselineKind]
+ * @property {number[]} [loadAvgBefore]
+ * @property {number[]} [loadAvgAfter]
+ * @property {number} [serverStartMs]
+ * @property {number | null} [serverAcceptedTotal]
+ * @property {number | null} [serverDuplicatesTotal]
+ * @property {{ code: number | null, signal: NodeJS.Signals | null }} [serverExit]
+ * @property {Record<string, number>} [serverLog] its output lines by message
+ * @property {string[]} [serverOutputTail]
+ * @property {StoredRows} [serverStored]
+ * @property {number} [baselineEventsStored]
+ */
+
+/**
+ * @param {Engine} engine
+ * @param {ChildServer} bare
+ * @returns {Promise<EngineResult>}
+ */
 async function benchEngine(engine, bare) {
   const mark = lifecycle.mark();
+  /** @type {EngineResult & Required<Pick<EngineResult, 'mixes' | 'warnings'>>} */
   const result = { engine, mixes: {}, warnings: [] };
-  const warn = (w) => {
+  const warn = (/** @type {string} */ w) => {
     console.error(`  !!! WARNING ${engine}: ${w}`);
     result.warnings.push(w);
   };
   try {
     const tag = randomBytes(4).toString('hex');
+    /** @type {ServerEnv} */
     let serverEnv;
     if (engine === 'postgres') {
       const url = new URL(CFG.databaseUrl);
@@ -730,21 +1097,26 @@ async function benchEngine(engine, bare) {
     const { agentId, apiKey } = await createAgent(server);
     const naive =
       engine === 'postgres'
-        ? await startNaiveServer(result.schemas[1], baselineAgentId)
+        ? await startNaiveServer(
+            /** @type {[string, string]} */ (result.schemas)[1],
+            baselineAgentId,
+          )
         : undefined;
     const ctx = { engine, server, bare, naive, apiKey, agentId, baseline, baselineAgentId, warn };
     for (const mix of CFG.mixes) {
       try {
         result.mixes[mix] = await benchMix(ctx, mix);
       } catch (error) {
-        console.error(`\n!!! ${engine} ${mix} FAILED: ${error?.stack ?? error}`);
-        result.mixes[mix] = { mix, error: String(error?.message ?? error) };
+        console.error(
+          `\n!!! ${engine} ${mix} FAILED: ${/** @type {Thrown} */ (error)?.stack ?? error}`,
+        );
+        result.mixes[mix] = { mix, error: String(/** @type {Thrown} */ (error)?.message ?? error) };
         if (!server.alive()) break;
       }
     }
 
     result.loadAvgAfter = os.loadavg().map((x) => Math.round(x * 100) / 100);
-    const end = await scrapeMetrics(server.base).catch(() => ({}));
+    const end = await scrapeMetrics(server.base).catch(() => /** @type {ServerMetrics} */ ({}));
     result.serverAcceptedTotal = end.accepted ?? null;
     result.serverDuplicatesTotal = end.duplicate ?? null;
     const exit = await server.stop();
@@ -759,16 +1131,23 @@ async function benchEngine(engine, bare) {
       warn(`server stored ${stored.batches} batches for ${end.accepted} accepted`);
     if (stored.events !== stored.announced)
       warn(`server stored ${stored.events} events of ${stored.announced} accepted`);
-    const [{ n }] = (
-      await baseline.query('SELECT count(*)::int AS n FROM events WHERE agent_id = $1', [
-        baselineAgentId,
-      ])
-    ).rows;
+    // count(*): always one row
+    const [{ n }] = /** @type {[{ n: number }]} */ (
+      (
+        await baseline.query('SELECT count(*)::int AS n FROM events WHERE agent_id = $1', [
+          baselineAgentId,
+        ])
+      ).rows
+    );
     result.baselineEventsStored = n;
     return result;
   } catch (error) {
-    console.error(`\n!!! ${engine.toUpperCase()} BENCHMARK FAILED: ${error?.stack ?? error}`);
-    return { ...result, error: String(error?.message ?? error) };
+    console.error(
+      `\n!!! ${engine.toUpperCase()} BENCHMARK FAILED: ${
+        /** @type {Thrown} */ (error)?.stack ?? error
+      }`,
+    );
+    return { ...result, error: String(/** @type {Thrown} */ (error)?.message ?? error) };
   } finally {
     await lifecycle.runCleanupsFrom(mark);
   }
@@ -777,17 +1156,35 @@ async function benchEngine(engine, bare) {
 // ---------------------------------------------------------------------------------------------
 // Report.
 
-const n = (x, digits = 1) => (x === null || x === undefined ? 'n/a' : x.toFixed(digits));
-const mb = (bytes) => (bytes ? `${(bytes / 1e6).toFixed(0)} MB` : 'n/a');
-const met = (ok) => (ok === null || ok === undefined ? 'n/a' : ok ? 'met' : 'MISSED');
+const n = (/** @type {number | null | undefined} */ x, digits = 1) =>
+  x === null || x === undefined ? 'n/a' : x.toFixed(digits);
+const mb = (/** @type {number | null | undefined} */ bytes) =>
+  bytes ? `${(bytes / 1e6).toFixed(0)} MB` : 'n/a';
+const met = (/** @type {boolean | null | undefined} */ ok) =>
+  ok === null || ok === undefined ? 'n/a' : ok ? 'met' : 'MISSED';
+
+/**
+ * What PGlite's fsync costs one mix: batches/s durable (power-loss) and process-crash, of the
+ * service (with its p50) and of baseline (c).
+ * @typedef {{ powerLoss: number, processCrash: number, ratio: number }} RateCost
+ * @typedef {object} FsyncCost
+ * @property {RateCost & { p50Ms: { powerLoss: number | null, processCrash: number | null } }}
+ *   service
+ * @property {RateCost} db
+ */
 
 /**
  * What PGlite's fsync costs: per mix, the durable service's median rate over the process-crash
  * one (and the same for baseline c), when both ran.
  */
+/**
+ * @param {EngineResult[]} results
+ * @returns {Record<string, FsyncCost> | undefined} by mix name
+ */
 function fsyncCost(results) {
   const durable = results.find((r) => r.engine === 'pglite')?.mixes ?? {};
   const fast = results.find((r) => r.engine === 'pglite-process-crash')?.mixes ?? {};
+  /** @type {Record<string, FsyncCost>} */
   const cost = {};
   for (const [mix, m] of Object.entries(durable)) {
     const f = fast[mix];
@@ -809,8 +1206,20 @@ function fsyncCost(results) {
   return Object.keys(cost).length > 0 ? cost : undefined;
 }
 
+/**
+ * This run's machine, time and fsync costs, as written to the results file.
+ * @typedef {MachineInfo & { totalSeconds: number, pgliteFsyncCost?: Record<string, FsyncCost> }}
+ *   RunInfo
+ */
+
+/**
+ * @param {EngineResult[]} results
+ * @param {RunInfo} meta
+ */
 function report(results, meta) {
+  /** @type {(string | number)[][]} */
   const rows = [['engine', 'mix', 'run', 'batches/s', 'events/s', 'p50 ms', 'p99 ms', 'failed']];
+  /** @type {string[]} */
   const notes = [];
   for (const r of results) {
     if (r.skipped) {
@@ -822,7 +1231,11 @@ function report(results, meta) {
         notes.push(`${r.engine} ${m.mix}: FAILED (${m.error})`);
         continue;
       }
-      const row = (label, x, bad = '') =>
+      const row = (
+        /** @type {string} */ label,
+        /** @type {Figures} */ x,
+        /** @type {string | number} */ bad = '',
+      ) =>
         rows.push([
           r.engine,
           m.mix,
@@ -833,13 +1246,20 @@ function report(results, meta) {
           n(x.p99Ms),
           bad,
         ]);
-      const failed = (x) => (x.non2xx ?? 0) + (x.errors ?? 0) + (x.timeouts ?? 0);
+      const failed = (/** @type {Run} */ x) =>
+        (x.non2xx ?? 0) + (x.errors ?? 0) + (x.timeouts ?? 0);
       const sides = sidesOf(r.engine);
+      // a round, and the median, have every side of the engine
       for (const entry of m.rounds)
         for (const side of sides)
-          row(`${side} round ${entry.round}`, entry[side], failed(entry[side]));
-      for (const side of sides) row(`${side} MEDIAN`, m.median[side]);
-      const cpu = (side, key) => n(m.median[side]?.cpuUsPerBatch?.[key], 0);
+          row(
+            `${side} round ${entry.round}`,
+            /** @type {SideRun} */ (entry[side]),
+            failed(/** @type {SideRun} */ (entry[side])),
+          );
+      for (const side of sides) row(`${side} MEDIAN`, /** @type {SideSummary} */ (m.median[side]));
+      const cpu = (/** @type {Side} */ side, /** @type {keyof PerProcess} */ key) =>
+        n(m.median[side]?.cpuUsPerBatch?.[key], 0);
       notes.push(
         `${r.engine} ${m.mix}: CPU µs per batch — ` +
           sides
@@ -899,7 +1319,8 @@ function report(results, meta) {
 
 async function main() {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build first`);
-  const meta = machineInfo(ROOT);
+  // totalSeconds and pgliteFsyncCost are added once the engines have run
+  const meta = /** @type {RunInfo} */ (machineInfo(ROOT));
   console.log(
     `Flightlog ingest benchmark: engines ${CFG.engines.join(', ')}; mixes ${CFG.mixes.join(', ')}; ` +
       `${CFG.rounds} rounds x ${CFG.seconds} s per side (+ ${CFG.warmupSeconds} s warm-up); ` +
@@ -907,6 +1328,7 @@ async function main() {
   );
   const started = performance.now();
   const bare = await startBareServer();
+  /** @type {EngineResult[]} */
   const results = [];
   for (const engine of CFG.engines) results.push(await benchEngine(engine, bare));
   meta.totalSeconds = Math.round((performance.now() - started) / 100) / 10;

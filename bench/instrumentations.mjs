@@ -62,15 +62,34 @@ const FAMILIES = (process.env.BENCH_SCENARIOS ?? 'openai,anthropic,mcp')
   .split(',')
   .map((f) => f.trim());
 
-/** A build of the client: this checkout's, or the baseline's (BENCH_BASELINE_CLIENT). */
+/**
+ * What the benchmark uses of a build of @flightlog/client. A baseline build is typed as this
+ * checkout's: it is an older version of the same API.
+ * @typedef {object} ClientBuild
+ * @property {typeof import('@flightlog/client').FlightlogClient} FlightlogClient
+ * @property {typeof import('@flightlog/client/openai').observeOpenAI} observeOpenAI
+ * @property {typeof import('@flightlog/client/anthropic').observeAnthropic} observeAnthropic
+ * @property {typeof import('@flightlog/client/mcp').observeMcpClient} observeMcpClient
+ */
+/** @typedef {import('@flightlog/client').FlightlogSession} Session */
+
+/**
+ * A build of the client: this checkout's, or the baseline's (BENCH_BASELINE_CLIENT).
+ * @param {string} dir
+ * @returns {Promise<ClientBuild>}
+ */
 async function loadBuild(dir) {
-  const at = (path) => import(pathToFileURL(join(dir, 'dist', path)).href);
-  const [core, openai, anthropic, mcp] = await Promise.all([
-    at('index.js'),
-    at('instrumentations/openai.js'),
-    at('instrumentations/anthropic.js'),
-    at('instrumentations/mcp.js'),
-  ]);
+  const at = (/** @type {string} */ path) => import(pathToFileURL(join(dir, 'dist', path)).href);
+  const [core, openai, anthropic, mcp] =
+    /** @type {[typeof import('@flightlog/client'), typeof import('@flightlog/client/openai'),
+     *   typeof import('@flightlog/client/anthropic'), typeof import('@flightlog/client/mcp')]} */ (
+      await Promise.all([
+        at('index.js'),
+        at('instrumentations/openai.js'),
+        at('instrumentations/anthropic.js'),
+        at('instrumentations/mcp.js'),
+      ])
+    );
   return {
     FlightlogClient: core.FlightlogClient,
     observeOpenAI: openai.observeOpenAI,
@@ -84,6 +103,11 @@ const BASELINE_DIR = process.env.BENCH_BASELINE_CLIENT?.trim()
   : undefined;
 const BASELINE = BASELINE_DIR === undefined ? undefined : await loadBuild(BASELINE_DIR);
 
+/**
+ * A tuple, so that the system prompt and the user message each keep their role (Anthropic takes
+ * the system prompt apart).
+ * @type {[{ role: 'system', content: string }, { role: 'user', content: string }]}
+ */
 const MESSAGES = [
   { role: 'system', content: 'You are a trading agent. Answer in one line.' },
   { role: 'user', content: 'Quote 1 SOL in USDC on Jupiter and tell me the best route.' },
@@ -117,6 +141,13 @@ const PIECES = [
   ' USDC',
   '.',
 ];
+/** @typedef {import('openai/resources/completions').CompletionUsage} OpenAIUsage */
+/**
+ * One event of OpenAI's chat completion stream: a delta, or (with `usage`) the final usage.
+ * @param {{ content?: string } | null} delta
+ * @param {string | null} [finish]
+ * @param {OpenAIUsage} [usage]
+ */
 const chunk = (delta, finish = null, usage) =>
   `data: ${JSON.stringify({
     id: 'chatcmpl-bench',
@@ -149,6 +180,11 @@ const ANTHROPIC_MESSAGE = JSON.stringify({
     cache_creation_input_tokens: 0,
   },
 });
+/**
+ * One event of Anthropic's Messages stream.
+ * @param {string} event
+ * @param {Record<string, unknown>} data
+ */
 const sse = (event, data) =>
   `event: ${event}\ndata: ${JSON.stringify({ type: event, ...data })}\n\n`;
 const ANTHROPIC_STREAM =
@@ -180,7 +216,12 @@ const ANTHROPIC_STREAM =
   }) +
   sse('message_stop', {});
 
-/** What the fake provider answers: by API (the path) and by the request's `stream`. */
+/**
+ * What the fake provider answers: by API (the path) and by the request's `stream`.
+ * @param {string} path
+ * @param {boolean} streamed
+ * @returns {{ body: string, type: string }}
+ */
 function answer(path, streamed) {
   const anthropic = path.endsWith('/messages');
   const body = anthropic
@@ -220,7 +261,10 @@ async function startProvider() {
   return { url: `http://127.0.0.1:${String(line).trim()}`, child };
 }
 
-/** A fetch answering from memory, as the provider would: the SDK's own work only. */
+/**
+ * A fetch answering from memory, as the provider would: the SDK's own work only.
+ * @returns {typeof globalThis.fetch}
+ */
 function memoryFetch() {
   return async (url, init) => {
     const { body, type } = answer(
@@ -231,7 +275,18 @@ function memoryFetch() {
   };
 }
 
+/** @type {import('@flightlog/client').TransportOutcome} */
 const OK = { kind: 'ok', status: 202, replayed: false, verify: null };
+
+/**
+ * A client that records (its transport answers at once) and the session it records into.
+ * @typedef {{ client: import('@flightlog/client').FlightlogClient, session: Session }} Recording
+ */
+
+/**
+ * @param {ClientBuild} [build]
+ * @returns {Recording}
+ */
 function recordingClient(build = CURRENT) {
   const client = new build.FlightlogClient(
     // Flushed at the end of each batch of its side (see timeCalls), not by the timer.
@@ -241,7 +296,16 @@ function recordingClient(build = CURRENT) {
   return { client, session: client.startSession({ inputSummary: 'instrumentation benchmark' }) };
 }
 
-/** The payload of a model call recorded by hand, as an agent did before the instrumentations. */
+/**
+ * The payload of a model call recorded by hand, as an agent did before the instrumentations.
+ * @param {string} provider
+ * @param {string} model
+ * @param {string} content
+ * @param {string} finishReason
+ * @param {{ input: number, output: number }} usage
+ * @param {boolean} streamed
+ * @returns {import('@flightlog/client').LlmCallPayload}
+ */
 function llmByHand(provider, model, content, finishReason, usage, streamed) {
   return {
     provider,
@@ -263,6 +327,30 @@ function llmByHand(provider, model, content, finishReason, usage, streamed) {
  * call it, and make the same call with the event recorded by hand (the by-hand side: the
  * difference to the wrapped client is the instrumentation's own work; the rest is what recording
  * an event costs the client anyway).
+ *
+ * Methods rather than function properties: their parameters are then checked bivariantly, so a
+ * Kit<OpenAI> is also a Kit<unknown>, which is all `scenario` needs (it only hands back to a
+ * kit the clients that kit made).
+ * @template C the SDK client
+ * @typedef {{
+ *   make(): C | Promise<C>,
+ *   wrap(build: ClientBuild, sdk: C, session: Session): C,
+ *   call(sdk: C): Promise<unknown>,
+ *   byHand(sdk: C, session: Session): Promise<void>,
+ * }} Kit
+ */
+
+/** @typedef {'plain' | 'stream'} CallKind */
+/**
+ * Where an SDK client sends: the fake provider, or memory (`fetch`).
+ * @typedef {{ baseURL: string, fetch?: typeof globalThis.fetch }} SdkOptions
+ */
+/** @typedef {import('openai/resources/chat/completions').ChatCompletion.Choice} OpenAIChoice */
+
+/**
+ * @param {SdkOptions} options
+ * @param {CallKind} kind
+ * @returns {Kit<OpenAI>}
  */
 const OPENAI = (options, kind) => ({
   make: () => new OpenAI({ apiKey: 'sk-bench', maxRetries: 0, ...options }),
@@ -287,13 +375,17 @@ const OPENAI = (options, kind) => ({
             model: 'gpt-4o-mini',
             messages: MESSAGES,
           });
+          // The fake provider answers one choice, with content, and the usage.
           session.llmCall(
             llmByHand(
               'openai',
               r.model,
-              r.choices[0].message.content,
-              r.choices[0].finish_reason,
-              { input: r.usage.prompt_tokens, output: r.usage.completion_tokens },
+              /** @type {string} */ (/** @type {OpenAIChoice} */ (r.choices[0]).message.content),
+              /** @type {OpenAIChoice} */ (r.choices[0]).finish_reason,
+              {
+                input: /** @type {OpenAIUsage} */ (r.usage).prompt_tokens,
+                output: /** @type {OpenAIUsage} */ (r.usage).completion_tokens,
+              },
               false,
             ),
             { startedAt, endedAt: new Date() },
@@ -308,6 +400,7 @@ const OPENAI = (options, kind) => ({
             stream_options: { include_usage: true },
           });
           let content = '';
+          /** @type {OpenAIUsage | undefined} */
           let usage;
           let finishReason = '';
           for await (const chunk of stream) {
@@ -321,7 +414,11 @@ const OPENAI = (options, kind) => ({
               'gpt-4o-mini-2024-07-18',
               content,
               finishReason,
-              { input: usage.prompt_tokens, output: usage.completion_tokens },
+              // include_usage: the stream's last chunk has it
+              {
+                input: /** @type {OpenAIUsage} */ (usage).prompt_tokens,
+                output: /** @type {OpenAIUsage} */ (usage).completion_tokens,
+              },
               true,
             ),
             { startedAt, endedAt: new Date() },
@@ -329,12 +426,20 @@ const OPENAI = (options, kind) => ({
         },
 });
 
+/** @typedef {import('@anthropic-ai/sdk/resources/messages').TextBlock} TextBlock */
+
+/** @type {import('@anthropic-ai/sdk/resources/messages').MessageCreateParamsNonStreaming} */
 const ANTHROPIC_REQUEST = {
   model: 'claude-haiku-4-5',
   max_tokens: 256,
   system: MESSAGES[0].content,
   messages: [MESSAGES[1]],
 };
+/**
+ * @param {SdkOptions} options
+ * @param {CallKind} kind
+ * @returns {Kit<Anthropic>}
+ */
 const ANTHROPIC = (options, kind) => ({
   make: () => new Anthropic({ apiKey: 'sk-ant-bench', maxRetries: 0, ...options }),
   wrap: (build, sdk, session) => build.observeAnthropic(sdk, session),
@@ -354,8 +459,9 @@ const ANTHROPIC = (options, kind) => ({
             llmByHand(
               'anthropic',
               m.model,
-              m.content[0].text,
-              m.stop_reason,
+              // the fake provider answers one text block, and why it stopped
+              /** @type {TextBlock} */ (m.content[0]).text,
+              /** @type {string} */ (m.stop_reason),
               { input: m.usage.input_tokens, output: m.usage.output_tokens },
               false,
             ),
@@ -388,7 +494,12 @@ const ANTHROPIC = (options, kind) => ({
         },
 });
 
-/** A real MCP server in this process, and a client linked to it over the in-memory transport. */
+/** @typedef {{ client: McpClient, server: McpServer }} McpPair */
+
+/**
+ * A real MCP server in this process, and a client linked to it over the in-memory transport.
+ * @returns {Promise<McpPair>}
+ */
 async function mcpPair() {
   const server = new McpServer({ name: 'solana-mcp', version: '1.0.0' });
   server.registerTool(
@@ -406,6 +517,10 @@ const TOOL_CALL = {
   name: 'get_balance',
   arguments: { wallet: 'Agent1111111111111111111111111111111111111' },
 };
+/**
+ * @param {McpPair[]} pairs where the pairs made go, to be closed at the end
+ * @returns {Kit<McpClient>}
+ */
 const MCP = (pairs) => ({
   make: async () => {
     const pair = await mcpPair();
@@ -430,11 +545,18 @@ const MCP = (pairs) => ({
   },
 });
 
+/** One call of a side. @typedef {() => Promise<unknown>} Call */
+/** µs per call of one batch. @typedef {{ wall: number, cpu: number }} Timing */
+
 /**
  * Wall-clock and CPU (this process: user + system) µs per call of `calls` sequential calls, then
  * the flush of what they recorded (`recording`, its client's buffer sent, gzip on libuv's pool
  * included): each side pays for its own events in its own batches, instead of in whichever
  * batch a flush timer happened to fire.
+ * @param {Call} call
+ * @param {number} calls
+ * @param {Recording | undefined} recording
+ * @returns {Promise<Timing>}
  */
 async function timeCalls(call, calls, recording) {
   const cpu0 = process.cpuUsage();
@@ -446,6 +568,45 @@ async function timeCalls(call, calls, recording) {
   return { wall, cpu: (user + system) / calls };
 }
 
+/**
+ * The sides compared; `baseline` only with BENCH_BASELINE_CLIENT.
+ * @typedef {'plain' | 'byHand' | 'wrapped' | 'baseline'} Side
+ */
+/** @typedef {'http' | 'sdk' | 'mcp'} Transport */
+
+/**
+ * One scenario's figures: medians of the batches, in µs per call; the baseline's only with
+ * BENCH_BASELINE_CLIENT.
+ * @typedef {object} ScenarioResult
+ * @property {string} name
+ * @property {Transport} transport
+ * @property {number} callsPerRound
+ * @property {number} rounds
+ * @property {number} plainUsPerCall
+ * @property {number} byHandUsPerCall
+ * @property {number} wrappedUsPerCall
+ * @property {number} overheadUsPerCall
+ * @property {number} ratio
+ * @property {number} plainCpuUsPerCall
+ * @property {number} byHandCpuUsPerCall
+ * @property {number} wrappedCpuUsPerCall
+ * @property {number} overheadCpuUsPerCall
+ * @property {number} instrumentationCpuUsPerCall
+ * @property {number} cpuRatio
+ * @property {number} recordedEvents
+ * @property {number} [baselineUsPerCall]
+ * @property {number} [baselineCpuUsPerCall]
+ * @property {number} [baselineOverheadCpuUsPerCall]
+ * @property {number} [baselineInstrumentationCpuUsPerCall]
+ * @property {number} [baselineOverheadUsPerCall]
+ */
+
+/**
+ * @param {string} name
+ * @param {Transport} transport
+ * @param {Kit<unknown>} kit
+ * @returns {Promise<ScenarioResult>}
+ */
 async function scenario(name, transport, kit) {
   const recording = recordingClient();
   const byHand = recordingClient();
@@ -453,40 +614,65 @@ async function scenario(name, transport, kit) {
   const plainClient = await kit.make();
   const handClient = await kit.make();
   const wrappedClient = kit.wrap(CURRENT, await kit.make(), recording.session);
+  /** @type {Partial<Record<Side, Call>>} */
   const sides = {
     plain: () => kit.call(plainClient),
     byHand: () => kit.byHand(handClient, byHand.session),
     wrapped: () => kit.call(wrappedClient),
   };
+  /** @type {Partial<Record<Side, Recording>>} */
   const recordings = { byHand, wrapped: recording };
   if (baseline !== undefined) {
-    const baselineClient = kit.wrap(BASELINE, await kit.make(), baseline.session);
+    // `baseline` is BASELINE's recording client
+    const baselineClient = kit.wrap(
+      /** @type {ClientBuild} */ (BASELINE),
+      await kit.make(),
+      baseline.session,
+    );
     sides.baseline = () => kit.call(baselineClient);
     recordings.baseline = baseline;
   }
-  const names = Object.keys(sides);
-  for (const side of names) await timeCalls(sides[side], Math.min(CALLS, 100), recordings[side]);
+  const names = /** @type {Side[]} */ (Object.keys(sides));
+  for (const side of names)
+    await timeCalls(/** @type {Call} */ (sides[side]), Math.min(CALLS, 100), recordings[side]);
   // Short batches, the sides in turn (the order rotating), so a change in the machine's load
   // between batches hits all of them alike.
   const batch = Math.max(10, Math.floor(CALLS / BATCHES));
-  const runs = Object.fromEntries(names.map((side) => [side, []]));
+  // every side of `names` has its list (and only those are read)
+  const runs = /** @type {Record<Side, Timing[]>} */ (
+    Object.fromEntries(names.map((side) => [side, /** @type {Timing[]} */ ([])]))
+  );
   for (let round = 0; round < ROUNDS; round++)
     for (let b = 0; b < BATCHES; b++)
       for (let i = 0; i < names.length; i++) {
-        const side = names[(round + b + i) % names.length];
-        runs[side].push(await timeCalls(sides[side], batch, recordings[side]));
+        const side = /** @type {Side} */ (names[(round + b + i) % names.length]);
+        runs[side].push(
+          await timeCalls(/** @type {Call} */ (sides[side]), batch, recordings[side]),
+        );
       }
   for (const r of [recording, byHand, baseline]) {
     if (r === undefined) continue;
     r.session.end();
     await r.client.close();
   }
-  const wall = (side) => median(runs[side].map((r) => r.wall));
-  const cpu = (side) => median(runs[side].map((r) => r.cpu));
+  // Every side ran ROUNDS × BATCHES batches: the medians are numbers.
+  const wall = (/** @type {Side} */ side) =>
+    /** @type {number} */ (median(runs[side].map((r) => r.wall)));
+  const cpu = (/** @type {Side} */ side) =>
+    /** @type {number} */ (median(runs[side].map((r) => r.cpu)));
   // The k-th batch of every side ran back to back: the median of their paired differences
   // cancels the drift of the machine between groups, which the difference of two medians keeps
   // (a call over loopback swings by tens of µs from one second to the next).
-  const paired = (side, base, of) => median(runs[side].map((r, k) => r[of] - runs[base][k][of]));
+  /**
+   * @param {Side} side
+   * @param {Side} base
+   * @param {keyof Timing} of
+   */
+  const paired = (side, base, of) =>
+    /** @type {number} */ (
+      median(runs[side].map((r, k) => r[of] - /** @type {Timing} */ (runs[base][k])[of]))
+    );
+  /** @type {ScenarioResult} */
   const result = {
     name,
     transport,
@@ -518,14 +704,31 @@ async function scenario(name, transport, kit) {
 
 const loads = () => loadavg().map((l) => Number(l.toFixed(2)));
 
+/**
+ * bench/results/instrumentations-latest.json; `baseline` is BENCH_BASELINE_CLIENT's directory.
+ * @typedef {object} InstrumentationsResult
+ * @property {'instrumentations'} benchmark
+ * @property {import('./support.mjs').MachineInfo} machine
+ * @property {{ before: number[], after: number[] }} loadAverage
+ * @property {string} [baseline]
+ * @property {ScenarioResult[]} scenarios
+ * @property {string} [date]
+ */
+
 async function main() {
   const loadBefore = loads();
   const provider = await startProvider();
+  /** @type {McpPair[]} */
   const pairs = [];
+  /** @type {ScenarioResult[]} */
   const scenarios = [];
   const http = { baseURL: provider.url };
   const memory = { baseURL: 'http://memory.invalid', fetch: memoryFetch() };
-  const openAIAt = (options) => ({ ...options, baseURL: `${options.baseURL}/v1` });
+  const openAIAt = (/** @type {SdkOptions} */ options) => ({
+    ...options,
+    baseURL: `${options.baseURL}/v1`,
+  });
+  /** @type {[family: string, name: string, transport: Transport, kit: () => Kit<unknown>][]} */
   const planned = [
     ['openai', 'OpenAI chat, HTTP', 'http', () => OPENAI(openAIAt(http), 'plain')],
     ['openai', 'OpenAI chat stream, HTTP', 'http', () => OPENAI(openAIAt(http), 'stream')],
@@ -588,11 +791,12 @@ async function main() {
       s.wrappedCpuUsPerCall.toFixed(1),
       s.overheadCpuUsPerCall.toFixed(1),
       s.instrumentationCpuUsPerCall.toFixed(1),
+      // with a baseline, every scenario has its figures
       ...(BASELINE
         ? [
-            s.baselineOverheadUsPerCall.toFixed(1),
-            s.baselineOverheadCpuUsPerCall.toFixed(1),
-            s.baselineInstrumentationCpuUsPerCall.toFixed(1),
+            /** @type {number} */ (s.baselineOverheadUsPerCall).toFixed(1),
+            /** @type {number} */ (s.baselineOverheadCpuUsPerCall).toFixed(1),
+            /** @type {number} */ (s.baselineInstrumentationCpuUsPerCall).toFixed(1),
           ]
         : []),
     ]);
@@ -600,6 +804,7 @@ async function main() {
     `\nInstrumentation overhead (${CALLS} calls per side × ${ROUNDS} rounds, medians of batches; load average ${loadBefore.join(' / ')} before, ${loadAfter.join(' / ')} after)\n`,
   );
   console.log(textTable(rows, (c) => c === 0));
+  /** @type {InstrumentationsResult} */
   const result = {
     benchmark: 'instrumentations',
     machine: machineInfo(ROOT),

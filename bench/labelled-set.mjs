@@ -14,7 +14,20 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const SET_DIR = join(ROOT, 'packages/server/test/analysis/labelled-runs');
 export const RECORDED_ANSWERS_FILE = join(SET_DIR, 'recorded-answers.json');
 
-/** The labelled set module: LABELLED_RUNS, scoreAutopsy, describeMisses, … */
+/**
+ * The labelled set module, typed from its TypeScript source (what the bundle is built from).
+ * @typedef {typeof import('../packages/server/test/analysis/labelled-runs/index.js')} LabelledSet
+ */
+
+/**
+ * @typedef {import('../packages/server/test/analysis/labelled-runs/index.js').CaseScore}
+ *   CaseScore
+ */
+
+/**
+ * The labelled set module: LABELLED_RUNS, scoreAutopsy, describeMisses, …
+ * @returns {Promise<LabelledSet>}
+ */
 export async function loadLabelledSet() {
   const outDir = join(ROOT, 'node_modules/.cache/flightlog-bench');
   mkdirSync(outDir, { recursive: true });
@@ -30,18 +43,35 @@ export async function loadLabelledSet() {
     logLevel: 'warning',
   });
   try {
-    return await import(pathToFileURL(outfile).href);
+    return /** @type {LabelledSet} */ (await import(pathToFileURL(outfile).href));
   } finally {
     rmSync(outfile, { force: true });
   }
 }
 
-/** The recorded model answers, by case id. */
+/**
+ * RECORDED_ANSWERS_FILE: the answers (each ending in a newline) by case id, and what recorded them.
+ * @typedef {{ about: string, recordedWith: string, answers: Record<string, string> }}
+ *   RecordedAnswers
+ */
+
+/**
+ * The recorded model answers, by case id.
+ * @returns {RecordedAnswers['answers']}
+ */
 export function recordedAnswers() {
-  return JSON.parse(readFileSync(RECORDED_ANSWERS_FILE, 'utf8')).answers;
+  return /** @type {RecordedAnswers} */ (JSON.parse(readFileSync(RECORDED_ANSWERS_FILE, 'utf8')))
+    .answers;
 }
 
-/** A chat-completions endpoint on 127.0.0.1 answering `answer()` to every request. */
+/** @typedef {import('node:net').AddressInfo} AddressInfo */
+
+/**
+ * A chat-completions endpoint on 127.0.0.1 answering `answer()` to every request. `close`
+ * resolves with the error of server.close, if any.
+ * @param {() => string} answer
+ * @returns {Promise<{ baseUrl: string, close: () => Promise<Error | undefined> }>}
+ */
 export async function startAnsweringEndpoint(answer) {
   const server = createServer((req, res) => {
     req.resume();
@@ -58,9 +88,11 @@ export async function startAnsweringEndpoint(answer) {
       );
     });
   });
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await /** @type {Promise<void>} */ (
+    new Promise((resolve) => server.listen(0, '127.0.0.1', resolve))
+  );
   return {
-    baseUrl: `http://127.0.0.1:${server.address().port}/v1`,
+    baseUrl: `http://127.0.0.1:${/** @type {AddressInfo} */ (server.address()).port}/v1`,
     close: () => new Promise((resolve) => server.close(resolve)),
   };
 }

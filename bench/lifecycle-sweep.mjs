@@ -34,10 +34,10 @@ import os from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
 import pg from 'pg';
 import { createBodyPool } from './ingest-bodies.mjs';
 import {
+  autocannon,
   createLifecycle,
   envNumber,
   machineInfo,
@@ -49,6 +49,11 @@ import {
   textTable,
   writeJsonAtomic,
 } from './support.mjs';
+
+/**
+ * @typedef {import('./support.mjs').ServerHandle} ServerHandle
+ * @typedef {import('@flightlog/server').StoreOptions} StoreOptions
+ */
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CLI = join(ROOT, 'packages/server/dist/cli.js');
@@ -62,11 +67,23 @@ const CFG = {
   timeoutSeconds: envNumber('BENCH_TIMEOUT_SECONDS', 900, 30, 86_400),
 };
 const lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
-const { openStore } = await import(join(ROOT, 'packages/server/dist/store/open-store.js'));
+const { openStore } = /** @type {{ openStore: typeof import('@flightlog/server').openStore }} */ (
+  await import(join(ROOT, 'packages/server/dist/store/open-store.js'))
+);
 
 const EXPIRED_AGENT = 'bench-expired';
 
-/** The staged data: one agent, its runs and events ten days old, its retention off for now. */
+/** Where an engine's data lives: a fresh PostgreSQL schema, or a PGlite data directory. */
+/** @typedef {Pick<StoreOptions, 'databaseUrl' | 'databaseSchema' | 'dataDir'>} StoreLocation */
+
+/** What was staged, and how long staging took. */
+/** @typedef {{ runs: number, events: number, stageSec: number }} Staged */
+
+/**
+ * The staged data: one agent, its runs and events ten days old, its retention off for now.
+ * @param {StoreLocation} location
+ * @returns {Promise<Staged>}
+ */
 async function stage(location) {
   const runs = Math.ceil(CFG.sweepEvents / CFG.eventsPerRun);
   const store = await openStore({ ...location, poolSize: 2 });
@@ -109,15 +126,17 @@ async function stage(location) {
   return { runs, events: runs * CFG.eventsPerRun, stageSec: (performance.now() - started) / 1000 };
 }
 
+/** @param {ServerHandle} server */
 async function expiredCounter(server) {
   const { text } = await request('GET', `${server.base}/metrics`);
   const match = /flightlog_lifecycle_runs_total\{action="expired"\} (\d+)/.exec(text);
   return match ? Number(match[1]) : 0;
 }
 
+/** @param {ServerHandle} server */
 async function sweepSeconds(server) {
   const { text } = await request('GET', `${server.base}/metrics`);
-  const part = (name) =>
+  const part = (/** @type {string} */ name) =>
     Number(
       new RegExp(`flightlog_lifecycle_sweep_seconds_total\\{part="${name}"\\} ([\\d.e+-]+)`).exec(
         text,
@@ -126,6 +145,28 @@ async function sweepSeconds(server) {
   return { work: part('work'), elapsed: part('elapsed') };
 }
 
+/** @typedef {import('./ingest-bodies.mjs').BodyPool} BodyPool */
+
+/**
+ * One measurement window of closed-loop ingest; `startedAt` and `endedAt` are epoch ms, to place
+ * it before, during or after the sweep.
+ * @typedef {object} IngestWindow
+ * @property {number} startedAt
+ * @property {number} endedAt
+ * @property {number} batchesPerSec
+ * @property {number} p50Ms
+ * @property {number} p99Ms
+ * @property {number} maxMs
+ * @property {number} non2xx
+ * @property {number} errors
+ */
+
+/**
+ * @param {ServerHandle} server
+ * @param {Record<string, string>} headers
+ * @param {BodyPool} bodies
+ * @returns {Promise<IngestWindow>}
+ */
 async function ingestWindow(server, headers, bodies) {
   await bodies.fill(Math.ceil(1500 * CFG.seconds));
   const started = Date.now();
@@ -150,8 +191,36 @@ async function ingestWindow(server, headers, bodies) {
   };
 }
 
+/**
+ * A window with where it fell: `sweep-ended` is the window in which the sweep ended (counted
+ * neither during nor without).
+ * @typedef {IngestWindow & { phase: 'before' | 'during' | 'sweep-ended' | 'after' }} PhasedWindow
+ */
+
+/** Medians over windows; a side is only summarised when it has windows, so never null. */
+/** @typedef {{ batchesPerSec: number, p99Ms: number }} Medians */
+
+/**
+ * One engine's result; `ratio` (during / without) only when some window fell within the sweep.
+ * @typedef {object} EngineSummary
+ * @property {string} engine
+ * @property {Staged} staged
+ * @property {number} sweepSeconds under load, from the retention change to the counter's move
+ * @property {number} sweepWorkSeconds in the sweep's statements
+ * @property {number} sweepPassSeconds in its passes
+ * @property {PhasedWindow[]} windows
+ * @property {Medians} withoutSweep
+ * @property {Medians | null} duringSweep
+ * @property {{ throughput: number, p99: number }} [ratio]
+ */
+
+/**
+ * @param {string} engine
+ * @returns {Promise<EngineSummary | undefined>} undefined when the engine is skipped
+ */
 async function runEngine(engine) {
   const mark = lifecycle.mark();
+  /** @type {StoreLocation} */
   let location;
   if (engine === 'postgres') {
     const url = new URL(CFG.databaseUrl);
@@ -203,13 +272,16 @@ async function runEngine(engine) {
     headers: admin,
     body: '{}',
   });
-  const { agentId, apiKey } = JSON.parse(created.text);
+  const { agentId, apiKey } = /** @type {{ agentId: string, apiKey: string }} */ (
+    JSON.parse(created.text)
+  );
   const bodies = createBodyPool({ mix: 'small', agentId });
   const headers = {
     authorization: `Bearer ${apiKey}`,
     'content-type': 'application/json',
     'content-encoding': 'gzip',
   };
+  /** @type {PhasedWindow[]} */
   const windows = [];
   try {
     await ingestWindow(server, headers, bodies); // warm-up, not counted
@@ -224,6 +296,7 @@ async function runEngine(engine) {
       throw new Error(`retention not set: ${patched.status} ${patched.text}`);
     const sweepFrom = Date.now();
     const sweepTimeBefore = await sweepSeconds(server);
+    /** @type {number | undefined} */
     let sweepEnded;
     while (sweepEnded === undefined) {
       const window = await ingestWindow(server, headers, bodies);
@@ -240,6 +313,7 @@ async function runEngine(engine) {
     const sweepTime = await sweepSeconds(server);
     const without = windows.filter((w) => w.phase === 'before' || w.phase === 'after');
     const during = windows.filter((w) => w.phase === 'during');
+    /** @type {EngineSummary} */
     const summary = {
       engine,
       staged,
@@ -247,14 +321,15 @@ async function runEngine(engine) {
       sweepWorkSeconds: sweepTime.work - sweepTimeBefore.work,
       sweepPassSeconds: sweepTime.elapsed - sweepTimeBefore.elapsed,
       windows,
+      // three windows before and three after: never empty
       withoutSweep: {
-        batchesPerSec: median(without.map((w) => w.batchesPerSec)),
-        p99Ms: median(without.map((w) => w.p99Ms)),
+        batchesPerSec: /** @type {number} */ (median(without.map((w) => w.batchesPerSec))),
+        p99Ms: /** @type {number} */ (median(without.map((w) => w.p99Ms))),
       },
       duringSweep: during.length
         ? {
-            batchesPerSec: median(during.map((w) => w.batchesPerSec)),
-            p99Ms: median(during.map((w) => w.p99Ms)),
+            batchesPerSec: /** @type {number} */ (median(during.map((w) => w.batchesPerSec))),
+            p99Ms: /** @type {number} */ (median(during.map((w) => w.p99Ms))),
           }
         : null,
     };
@@ -275,6 +350,7 @@ async function runEngine(engine) {
   }
 }
 
+/** @type {EngineSummary[]} */
 const results = [];
 for (const engine of CFG.engines) {
   const result = await runEngine(engine);
@@ -303,7 +379,8 @@ for (const r of results) {
   if (r.ratio)
     console.log(
       `during / without: throughput ${(r.ratio.throughput * 100).toFixed(0)} %, ` +
-        `p99 ${r.duringSweep.p99Ms} ms vs ${r.withoutSweep.p99Ms} ms`,
+        // a ratio is only set with a duringSweep
+        `p99 ${/** @type {Medians} */ (r.duringSweep).p99Ms} ms vs ${r.withoutSweep.p99Ms} ms`,
     );
 }
 writeJsonAtomic(join(ROOT, 'bench/results/lifecycle-latest.json'), {

@@ -127,21 +127,64 @@ const CFG = {
   targets: { p99Ms: 50, replayMs: 250, idleKiB: 30 },
 };
 
+/**
+ * @typedef {import('./support.mjs').Lifecycle} Lifecycle
+ * @typedef {import('./support.mjs').ChildHandle} ChildHandle
+ * @typedef {import('./support.mjs').ServerHandle} ServerHandle
+ * @typedef {import('./support.mjs').Percentiles} Percentiles
+ * @typedef {import('./support.mjs').MachineInfo} MachineInfo
+ * @typedef {import('@flightlog/protocol').BufferBatchItem} BufferBatchItem
+ * @typedef {import('ioredis').Redis} Redis
+ */
+
+/**
+ * What a `catch` may hold, as far as the failure messages here read it (a thrown non-object
+ * has no `message`, and the message falls back to the value itself).
+ * @typedef {{ message?: string, stack?: string } | null | undefined} Thrown
+ */
+
 // ---------------------------------------------------------------------------------------------
 // Lifecycle: every child, socket and temporary resource is released on every exit path (made in
 // main(): the bare server child has none).
 
-let lifecycle;
+// Typed as always there: main() sets it first thing, before anything can need a cleanup. The
+// explicit undefined (what a bare `let` holds anyway) lets the checker see it initialised where
+// the module's top level uses it after main().
+let lifecycle = /** @type {Lifecycle} */ (/** @type {unknown} */ (undefined));
+
+/**
+ * An idle stream's socket; `closedByUs` tells our own closes from the server's.
+ * @typedef {net.Socket & { closedByUs?: boolean }} RawSocket
+ */
+
+/** @type {Set<RawSocket>} */
 const openSockets = new Set();
 
 // ---------------------------------------------------------------------------------------------
 // Synthetic data: the ingest benchmark's batches (1 trace + N llm_call events).
 
-let ulid; // ulidx's monotonic factory, loaded in main()
+/** @type {() => string} ulidx's monotonic factory, loaded in main() */
+let ulid;
 
-let makeItem; // made in main(), once ulid is loaded
+/** @type {ReturnType<typeof createItemFactory>} made in main(), once ulid is loaded */
+let makeItem;
 
-/** One batch for agent `agentIdx`: its item's JSON (the SSE data) and the gzip request body. */
+/**
+ * One batch as sent and as expected back: `traceId` finds it again when its SSE message arrives.
+ * @typedef {object} Batch
+ * @property {number} agentIdx the agent (and stream) it belongs to
+ * @property {string} traceId
+ * @property {string} itemJson the SSE data the server should deliver
+ * @property {Buffer} gz the gzip request body
+ * @property {number} jsonBytes
+ */
+
+/**
+ * One batch for agent `agentIdx`: its item's JSON (the SSE data) and the gzip request body.
+ * @param {number} agentIdx
+ * @param {string} agentId
+ * @returns {Batch}
+ */
 function makeBatch(agentIdx, agentId) {
   const item = makeItem(agentId);
   const itemJson = JSON.stringify(item);
@@ -150,12 +193,16 @@ function makeBatch(agentIdx, agentId) {
 }
 
 const TRACE_ID = /^\{"trace":\{"id":"([^"]+)"/;
-/** The trace id of an SSE `trace` message (every batch here has a trace of its own). */
+/**
+ * The trace id of an SSE `trace` message (every batch here has a trace of its own).
+ * @param {string} data
+ * @returns {string | undefined}
+ */
 function traceIdOf(data) {
   const match = TRACE_ID.exec(data.slice(0, 200));
   if (match) return match[1];
   try {
-    return JSON.parse(data)?.trace?.id;
+    return /** @type {{ trace?: { id?: string } } | null} */ (JSON.parse(data))?.trace?.id;
   } catch {
     return undefined;
   }
@@ -164,14 +211,38 @@ function traceIdOf(data) {
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
 
+/**
+ * @param {readonly (number | null | undefined)[]} values
+ * @returns {number | null}
+ */
 const median = (values) => {
-  const sorted = values.filter((v) => v !== null && v !== undefined).sort((a, b) => a - b);
+  const sorted = values
+    .filter(/** @returns {v is number} */ (v) => v !== null && v !== undefined)
+    .sort((a, b) => a - b);
   if (sorted.length === 0) return null;
   const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  // mid and mid - 1 are within the non-empty list. prettier would move the first cast's comment
+  // out of the parentheses, making it a cast of the sum (and sorted[mid - 1] unchecked).
+  // prettier-ignore
+  return sorted.length % 2
+    ? /** @type {number} */ (sorted[mid])
+    : (/** @type {number} */ (sorted[mid - 1]) + /** @type {number} */ (sorted[mid])) / 2;
 };
 
-/** POST over node:http (keep-alive agent); resolves when the whole answer is in, never rejects. */
+/**
+ * How a send ended: `status` 202 is accepted, 0 a failure (`error`); `tReply` is when the answer
+ * (or the failure) arrived, on performance.now()'s clock.
+ * @typedef {{ status: number, tReply: number, error?: unknown }} SendResult
+ */
+
+/**
+ * POST over node:http (keep-alive agent); resolves when the whole answer is in, never rejects.
+ * @param {string} url
+ * @param {Buffer} body
+ * @param {Record<string, string>} headers
+ * @param {http.Agent} agent
+ * @returns {Promise<SendResult>}
+ */
 function post(url, body, headers, agent) {
   return new Promise((resolve) => {
     const req = http.request(
@@ -179,7 +250,10 @@ function post(url, body, headers, agent) {
       { method: 'POST', agent, headers: { ...headers, 'content-length': body.length } },
       (res) => {
         res.resume();
-        res.on('end', () => resolve({ status: res.statusCode, tReply: performance.now() }));
+        res.on('end', () =>
+          // statusCode is always set on a client's response (only a server's request lacks it)
+          resolve({ status: /** @type {number} */ (res.statusCode), tReply: performance.now() }),
+        );
         res.on('error', (error) => resolve({ status: 0, error, tReply: performance.now() }));
       },
     );
@@ -189,7 +263,13 @@ function post(url, body, headers, agent) {
   });
 }
 
-/** Runs `fire(i, due)` for i = 0..count-1, request i due at start + i / rate (open loop). */
+/**
+ * Runs `fire(i, due)` for i = 0..count-1, request i due at start + i / rate (open loop).
+ * @param {number} rate per second
+ * @param {number} count
+ * @param {(i: number, due: number) => void} fire
+ * @returns {Promise<number>} the start, on performance.now()'s clock
+ */
 async function paced(rate, count, fire) {
   const interval = 1000 / rate;
   const start = performance.now();
@@ -206,7 +286,12 @@ async function paced(rate, count, fire) {
   return start;
 }
 
-/** Runs `task(i)` for i = 0..count-1 with at most `concurrency` at a time. */
+/**
+ * Runs `task(i)` for i = 0..count-1 with at most `concurrency` at a time.
+ * @param {number} count
+ * @param {number} concurrency
+ * @param {(i: number) => Promise<void>} task
+ */
 async function pool(count, concurrency, task) {
   let next = 0;
   const worker = async () => {
@@ -218,8 +303,38 @@ async function pool(count, concurrency, task) {
 // ---------------------------------------------------------------------------------------------
 // SSE client over node:http: the stream's messages with the time their last byte arrived.
 
+/**
+ * One SSE message as dispatched (`event` defaults to "message").
+ * @typedef {{ id: string | undefined, event: string, data: string }} SseMessage
+ */
+
+/** @typedef {(message: SseMessage, now: number) => void} OnSseMessage */
+
+/**
+ * An open SSE stream: what arrived on it and how it ended.
+ * @typedef {object} SseStream
+ * @property {number | undefined} status
+ * @property {boolean} ended
+ * @property {number | undefined} endedAt
+ * @property {number} comments
+ * @property {number} warnings `warning` messages (the server's, e.g. a client too slow)
+ * @property {number} bytes
+ * @property {boolean} [closing] set by close(): an end we caused is not the server's
+ * @property {Error} [error] the request's error, when it ended the stream
+ * @property {() => void} [onEnd] called once when the stream ends, however it ends
+ * @property {() => void} close
+ */
+
+/**
+ * Opens a stream; resolves once the answer is 200, rejects on another status or no answer.
+ * @param {string} url
+ * @param {Record<string, string>} headers
+ * @param {{ agent: http.Agent, onMessage: OnSseMessage, timeoutMs?: number }} options
+ * @returns {Promise<SseStream>}
+ */
 function openSse(url, headers, { agent, onMessage, timeoutMs = 15_000 }) {
   return new Promise((resolve, reject) => {
+    /** @type {SseStream} */
     const stream = {
       status: undefined,
       ended: false,
@@ -242,9 +357,11 @@ function openSse(url, headers, { agent, onMessage, timeoutMs = 15_000 }) {
       () => req.destroy(new Error(`no answer in ${timeoutMs} ms`)),
       timeoutMs,
     );
-    const dispatch = (block, now) => {
+    const dispatch = (/** @type {string} */ block, /** @type {number} */ now) => {
+      /** @type {string | undefined} */
       let id;
       let event = 'message';
+      /** @type {string | undefined} */
       let data;
       for (const line of block.split('\n')) {
         if (line === '') continue;
@@ -319,16 +436,27 @@ function openSse(url, headers, { agent, onMessage, timeoutMs = 15_000 }) {
 }
 
 /**
+ * Streams the server closed, of those one measureIdle() opened.
+ * @typedef {{ closedByServer: number }} IdleTally
+ */
+
+/**
  * An idle stream over a raw TCP socket (no client-side HTTP objects): resolves once the answer
  * is 200 and `: connected` has arrived; later data (heartbeats) is read and dropped.
+ * @param {number} port
+ * @param {string} path
+ * @param {Record<string, string>} headers
+ * @param {IdleTally} tally
+ * @returns {Promise<RawSocket>}
  */
 function openRawStream(port, path, headers, tally) {
   return new Promise((resolve, reject) => {
+    /** @type {RawSocket} */
     const socket = net.connect({ host: '127.0.0.1', port });
     openSockets.add(socket);
     let head = '';
     let settled = false;
-    const fail = (error) => {
+    const fail = (/** @type {Error} */ error) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
@@ -370,6 +498,7 @@ function openRawStream(port, path, headers, tally) {
   });
 }
 
+/** @param {Iterable<RawSocket>} sockets */
 function closeRaw(sockets) {
   for (const socket of sockets) {
     socket.closedByUs = true;
@@ -381,7 +510,11 @@ function closeRaw(sockets) {
 // ---------------------------------------------------------------------------------------------
 // Child processes: the server, and the bare SSE server (this file with --bare-sse-server).
 
-/** The server on a free port (support.mjs), with room for every stream this benchmark opens. */
+/**
+ * The server on a free port (support.mjs), with room for every stream this benchmark opens.
+ * @param {Record<string, string>} serverEnv
+ * @returns {Promise<ServerHandle>}
+ */
 function startServer(serverEnv) {
   return startFlightlogServer(lifecycle, {
     cli: CLI,
@@ -393,25 +526,57 @@ function startServer(serverEnv) {
   });
 }
 
+/**
+ * The bare SSE server child, with the address it printed.
+ * @typedef {ChildHandle & { port: number, base: string }} BareServer
+ */
+
+/**
+ * @param {RunRedis | undefined} redis the bus's Redis, to replay from (else from memory)
+ * @returns {Promise<BareServer>}
+ */
 async function startBareServer(redis) {
-  const bare = spawnCli(lifecycle, {
-    cli: SELF,
-    cwd: ROOT,
-    args: redis ? [BARE_FLAG, redis.url, redis.prefix] : [BARE_FLAG],
-    tag: 'bare',
-    stdin: 'pipe',
-  });
+  // port and base are set below, once the child has printed its port. The options are cast as
+  // support.mjs types `env` as required, though spawnCli works without it (nothing to add).
+  const bare = /** @type {BareServer} */ (
+    spawnCli(
+      lifecycle,
+      /** @type {Parameters<typeof spawnCli>[1]} */ ({
+        cli: SELF,
+        cwd: ROOT,
+        args: redis ? [BARE_FLAG, redis.url, redis.prefix] : [BARE_FLAG],
+        tag: 'bare',
+        stdin: 'pipe',
+      }),
+    )
+  );
   const [, port] = await bare.waitFor(/"port":(\d+)/, 10_000);
   bare.port = Number(port);
   bare.base = `http://127.0.0.1:${port}`;
   return bare;
 }
 
-/** Memory figures from a /metrics page (the service's prom-client, or the bare server's). */
+/**
+ * Figures of one /metrics page; null where the page lacks the metric (the bare server reports
+ * only memory).
+ * @typedef {object} MetricsReading
+ * @property {number | null} rss
+ * @property {number | null} heapUsed
+ * @property {number | null} external
+ * @property {number | null} publishFailures
+ * @property {number | null} cpuSeconds
+ * @property {number} accepted batches accepted so far, 0 when not reported
+ */
+
+/**
+ * Memory figures from a /metrics page (the service's prom-client, or the bare server's).
+ * @param {string} metricsUrl
+ * @returns {Promise<MetricsReading>}
+ */
 async function readMemory(metricsUrl) {
   const { status, text } = await request('GET', metricsUrl);
   if (status !== 200) throw new Error(`${metricsUrl} answered ${status}`);
-  const value = (name) => {
+  const value = (/** @type {string} */ name) => {
     const match = new RegExp(`^${name} (\\S+)$`, 'm').exec(text);
     return match ? Number(match[1]) : null;
   };
@@ -426,18 +591,30 @@ async function readMemory(metricsUrl) {
   };
 }
 
-/** After a settle: the median of 3 readings 250 ms apart. */
+/**
+ * A server's memory, settled. Both /metrics pages measured (prom-client's default metrics, the
+ * bare server's own) report RSS and heap, so those are never null.
+ * @typedef {{ rss: number, heapUsed: number, external: number | null }} MemoryFigures
+ */
+
+/**
+ * After a settle: the median of 3 readings 250 ms apart.
+ * @param {string} metricsUrl
+ * @returns {Promise<MemoryFigures>}
+ */
 async function settledMemory(metricsUrl) {
   await sleep(CFG.settleMs);
+  /** @type {MetricsReading[]} */
   const readings = [];
   for (let i = 0; i < 3; i++) {
     if (i > 0) await sleep(250);
     readings.push(await readMemory(metricsUrl));
   }
-  const pickMedian = (key) => median(readings.map((r) => r[key]));
+  const pickMedian = (/** @type {'rss' | 'heapUsed' | 'external'} */ key) =>
+    median(readings.map((r) => r[key]));
   return {
-    rss: pickMedian('rss'),
-    heapUsed: pickMedian('heapUsed'),
+    rss: /** @type {number} */ (pickMedian('rss')),
+    heapUsed: /** @type {number} */ (pickMedian('heapUsed')),
     external: pickMedian('external'),
   };
 }
@@ -449,7 +626,15 @@ async function settledMemory(metricsUrl) {
 const CLOCK_TICKS = 100; // USER_HZ, 100 on Linux
 const INFRA = new Set(['postgres', 'redis-server']);
 
+/**
+ * Every process's CPU ticks so far, by pid, at `at` (performance.now()).
+ * @typedef {{ at: number, byPid: Map<number, { comm: string, kernel: boolean, ticks: number }> }}
+ *   CpuSnapshot
+ */
+
+/** @returns {CpuSnapshot | null} null where there is no /proc */
 function cpuSnapshot() {
+  /** @type {CpuSnapshot['byPid']} */
   const byPid = new Map();
   let names;
   try {
@@ -474,14 +659,29 @@ function cpuSnapshot() {
 }
 
 /**
+ * CPU used during a measurement, in % of one core; `topOthers` names the busiest other processes.
+ * @typedef {object} CpuUse
+ * @property {number} seconds
+ * @property {number} oursPercent this benchmark and its children
+ * @property {number} postgresRedisPercent
+ * @property {number} kernelThreadsPercent
+ * @property {number} otherPercent
+ * @property {string[]} topOthers
+ */
+
+/**
  * CPU used between two snapshots, in % of one core, by ours / postgres+redis / kernel threads /
  * other processes (processes that ended in between are missed).
+ * @param {CpuSnapshot | null} a
+ * @param {CpuSnapshot | null} b
+ * @returns {CpuUse | null}
  */
 function cpuBetween(a, b) {
   if (!a || !b) return null;
   const ours = new Set([process.pid, ...[...lifecycle.children].map((c) => c.pid)]);
   const seconds = (b.at - a.at) / 1000;
   const used = { ours: 0, infra: 0, kernel: 0, other: 0 };
+  /** @type {Record<string, number>} */
   const others = {};
   for (const [pid, p] of b.byPid) {
     const before = a.byPid.get(pid);
@@ -495,7 +695,7 @@ function cpuBetween(a, b) {
       others[p.comm] = (others[p.comm] ?? 0) + ticks;
     }
   }
-  const pct = (ticks) => (ticks / CLOCK_TICKS / seconds) * 100;
+  const pct = (/** @type {number} */ ticks) => (ticks / CLOCK_TICKS / seconds) * 100;
   return {
     seconds,
     oursPercent: pct(used.ours),
@@ -508,7 +708,7 @@ function cpuBetween(a, b) {
       .map(([comm, ticks]) => `${comm} ${pct(ticks).toFixed(0)}%`),
   };
 }
-const fmtCpu = (c) =>
+const fmtCpu = (/** @type {CpuUse | null} */ c) =>
   c
     ? `CPU (% of a core): bench+server ${c.oursPercent.toFixed(0)}, postgres+redis ${c.postgresRedisPercent.toFixed(0)}, kernel threads ${c.kernelThreadsPercent.toFixed(0)}, other processes ${c.otherPercent.toFixed(0)}` +
       (c.topOthers.length ? ` (${c.topOthers.join(', ')})` : '')
@@ -517,23 +717,56 @@ const fmtCpu = (c) =>
 // ---------------------------------------------------------------------------------------------
 // Measurements.
 
-/** Idle streams: server RSS after - before, per stream. */
+/**
+ * Where measureIdle() opens stream i, as whom, and whose memory it reads.
+ * @typedef {object} IdleTarget
+ * @property {number} port
+ * @property {string} metricsUrl
+ * @property {(i: number) => string} pathFor
+ * @property {(i: number) => Record<string, string>} headersFor
+ */
+
+/**
+ * One server's idle-stream figures: memory before and after opening `streams`.
+ * @typedef {object} IdleResult
+ * @property {number} streams
+ * @property {number} openSeconds
+ * @property {number} opensPerSec
+ * @property {MemoryFigures} before
+ * @property {MemoryFigures} after
+ * @property {number} kibPerStream RSS
+ * @property {number} heapKibPerStream
+ * @property {number} closedByServer streams the server closed while they were held
+ */
+
+/**
+ * Idle streams: server RSS after - before, per stream.
+ * @param {string} label
+ * @param {IdleTarget} target
+ * @returns {Promise<IdleResult>}
+ */
 async function measureIdle(label, { port, metricsUrl, pathFor, headersFor }) {
+  /** @type {IdleTally} */
   const tally = { closedByServer: 0 };
-  const openMany = async (n) => {
+  const openMany = async (/** @type {number} */ n) => {
+    // every slot is filled once no open failed (else the open ones are closed, and it throws)
+    /** @type {RawSocket[]} */
     const sockets = new Array(n);
+    /** @type {Error[]} openRawStream() rejects with Errors only */
     const errors = [];
     await pool(n, 64, async (i) => {
       try {
         sockets[i] = await openRawStream(port, pathFor(i), headersFor(i), tally);
       } catch (error) {
-        errors.push(error);
+        errors.push(/** @type {Error} */ (error));
       }
     });
     if (errors.length > 0) {
       closeRaw(sockets.filter(Boolean));
       throw new Error(
-        `${errors.length} of ${n} idle streams failed to open; first: ${errors[0].message}`,
+        `${errors.length} of ${n} idle streams failed to open; first: ${
+          /** @type {Error} */ (errors[0]).message
+        }`,
       );
     }
     return sockets;
@@ -567,14 +800,82 @@ async function measureIdle(label, { port, metricsUrl, pathFor, headersFor }) {
   );
   return result;
 }
-const mib = (bytes) => (bytes / 2 ** 20).toFixed(0);
+const mib = (/** @type {number} */ bytes) => (bytes / 2 ** 20).toFixed(0);
+
+/**
+ * Called for each message on agent `agentIdx`'s stream (`traceId` undefined: unreadable).
+ * @typedef {(agentIdx: number, traceId: string | undefined, now: number) => void} OnArrive
+ */
+
+/**
+ * The streams of one delivery run: `ended` counts those that ended before close(), `warnings`
+ * the `warning` messages on them. close() may return what finishes it (the bare bus's loop).
+ * @typedef {{ close: () => unknown, ended: () => number, warnings: () => number }} OpenStreams
+ */
+
+/**
+ * One side of a delivery comparison: the service, or a bare baseline.
+ * @typedef {object} Transport
+ * @property {(onArrive: OnArrive) => Promise<OpenStreams>} open
+ * @property {(batch: Batch) => Promise<SendResult>} send
+ */
+
+/**
+ * One batch of a delivery run: when it was due, its answer, each arrival on a stream.
+ * @typedef {object} DeliveryRecord
+ * @property {number} i
+ * @property {number} agentIdx
+ * @property {number} due
+ * @property {number | undefined} tReply undefined until its send has ended
+ * @property {number | undefined} status
+ * @property {number[]} arrivals
+ * @property {number} wrongStream arrivals on another agent's stream
+ */
+
+/**
+ * One side's delivery figures (times in ms); the service's also get the server's own counts.
+ * @typedef {object} DeliveryResult
+ * @property {number} rate
+ * @property {number} agents
+ * @property {number} sent
+ * @property {number} sendSeconds
+ * @property {number} sendRate
+ * @property {number} accepted
+ * @property {Percentiles} postLatency
+ * @property {Record<string, number>} statusCodes
+ * @property {number} sendErrors
+ * @property {number} delivered
+ * @property {number} lost
+ * @property {number} duplicated
+ * @property {number} extraCopies
+ * @property {number} misrouted
+ * @property {number} unknownMessages
+ * @property {number} deliveredWithoutAccept
+ * @property {number} beforeReply arrived before the 202
+ * @property {{ sent: number, accepted: number, lost: number, duplicated: number,
+ *   fromReply: Percentiles }} warmup
+ * @property {CpuUse | null} cpu
+ * @property {number} streamsEnded
+ * @property {number} warnings
+ * @property {Percentiles} fromReply
+ * @property {Percentiles} fromSend
+ * @property {number} [serverAccepted] the server's count, warm-up included
+ * @property {number} [serverCpuPercent]
+ * @property {number} [publishFailures]
+ */
 
 /**
  * Delivery at a paced rate over `agents` streams. `transport.open(onArrive)` opens one stream per
  * agent index and resolves to { close(), ended(), warnings() }; `transport.send(batch)` resolves
  * to { status, tReply } (status 202 = accepted).
+ * @param {string} label
+ * @param {Transport} transport
+ * @param {Batch[]} batches
+ * @param {number} warmupCount
+ * @returns {Promise<DeliveryResult>}
  */
 async function measureDelivery(label, transport, batches, warmupCount) {
+  /** @type {DeliveryRecord[]} */
   const records = batches.map((b, i) => ({
     i,
     agentIdx: b.agentIdx,
@@ -586,6 +887,7 @@ async function measureDelivery(label, transport, batches, warmupCount) {
   }));
   const byTrace = new Map(batches.map((b, i) => [b.traceId, records[i]]));
   let unknown = 0;
+  /** @type {OnArrive} */
   const onArrive = (agentIdx, traceId, now) => {
     const rec = traceId === undefined ? undefined : byTrace.get(traceId);
     if (!rec) {
@@ -600,13 +902,15 @@ async function measureDelivery(label, transport, batches, warmupCount) {
     // Let the bus settle on the new subscriptions (the Redis reader adds a newly watched agent
     // to its blocking read when the current one returns, within its 1 s block).
     await sleep(1_200);
+    /** @type {Set<Promise<void>>} */
     const pending = new Set();
     let sendErrors = 0;
     const cpuStart = cpuSnapshot();
     await paced(CFG.rate, batches.length, (i, due) => {
-      const rec = records[i];
+      // i < batches.length = records.length
+      const rec = /** @type {DeliveryRecord} */ (records[i]);
       rec.due = due;
-      const done = transport.send(batches[i]).then((r) => {
+      const done = transport.send(/** @type {Batch} */ (batches[i])).then((r) => {
         rec.status = r.status;
         rec.tReply = r.tReply;
         if (r.error) sendErrors++;
@@ -624,17 +928,23 @@ async function measureDelivery(label, transport, batches, warmupCount) {
       await sleep(50);
     }
     await sleep(300);
-    const sendSeconds = (sentAt - records[0].due) / 1000;
+    const sendSeconds = (sentAt - /** @type {DeliveryRecord} */ (records[0]).due) / 1000;
     const sendRate = records.length / sendSeconds;
 
     const measured = records.slice(warmupCount);
     const accepted = measured.filter((r) => r.status === 202);
     const delivered = accepted.filter((r) => r.arrivals.length > 0);
-    const fromReply = delivered.map((r) => r.arrivals[0] - r.tReply);
-    const fromSend = delivered.map((r) => r.arrivals[0] - r.due);
+    // a delivered batch was accepted (its answer is in, tReply is set) and has arrived
+    const fromReply = delivered.map(
+      (r) => /** @type {number} */ (r.arrivals[0]) - /** @type {number} */ (r.tReply),
+    );
+    const fromSend = delivered.map((r) => /** @type {number} */ (r.arrivals[0]) - r.due);
+    /** @type {Record<string, number>} by status; "undefined" for sends still pending */
     const statusCodes = {};
-    for (const r of measured) statusCodes[r.status] = (statusCodes[r.status] ?? 0) + 1;
+    for (const r of measured)
+      statusCodes[String(r.status)] = (statusCodes[String(r.status)] ?? 0) + 1;
     const warm = records.slice(0, warmupCount);
+    /** @type {DeliveryResult} */
     const result = {
       rate: CFG.rate,
       agents: new Set(batches.map((b) => b.agentIdx)).size,
@@ -642,7 +952,7 @@ async function measureDelivery(label, transport, batches, warmupCount) {
       sendSeconds,
       sendRate,
       accepted: accepted.length,
-      postLatency: percentiles(accepted.map((r) => r.tReply - r.due)),
+      postLatency: percentiles(accepted.map((r) => /** @type {number} */ (r.tReply) - r.due)),
       statusCodes,
       sendErrors,
       delivered: delivered.length,
@@ -660,7 +970,10 @@ async function measureDelivery(label, transport, batches, warmupCount) {
         lost: warm.filter((r) => r.status === 202 && r.arrivals.length === 0).length,
         duplicated: warm.filter((r) => r.arrivals.length > 1).length,
         fromReply: percentiles(
-          warm.filter((r) => r.arrivals.length > 0).map((r) => r.arrivals[0] - r.tReply),
+          // tReply is unset (NaN here) only for a batch that arrived but whose POST never answered
+          warm
+            .filter((r) => r.arrivals.length > 0)
+            .map((r) => /** @type {number} */ (r.arrivals[0]) - /** @type {number} */ (r.tReply)),
         ),
       },
       cpu,
@@ -685,17 +998,71 @@ async function measureDelivery(label, transport, batches, warmupCount) {
   }
 }
 
-/** Replay: `connect(onMessage)` opens a new stream; time until the 1000th message, 3 times. */
+/**
+ * One replay connection that opened: ms until the last expected message (null: it never came,
+ * `cut` when the server ended the stream first), from the request's start.
+ * @typedef {object} ReplayRunDone
+ * @property {undefined} [error]
+ * @property {number | null} ms
+ * @property {number} headersMs
+ * @property {number | null} firstMs
+ * @property {number} received
+ * @property {number} missing
+ * @property {number} duplicated
+ * @property {boolean} cut
+ * @property {number} bytes
+ */
+
+/**
+ * A replay connection that could not open: why, and no figures.
+ * @typedef {{ error: string } & { [K in Exclude<keyof ReplayRunDone, 'error'>]?: undefined }}
+ *   ReplayRunFailed
+ */
+
+/** @typedef {ReplayRunDone | ReplayRunFailed} ReplayRun */
+
+/**
+ * How the replayed batches were posted: seconds for all, answers by status.
+ * @typedef {{ seconds: number, statusCodes: Record<string, number> }} PostSummary
+ */
+
+/**
+ * One side's replay figures; `medianMs` only when every connection got every message. `post`
+ * is set by the caller once measured, `maxQueueBytes` on the raised-cap server's.
+ * @typedef {object} ReplayResult
+ * @property {number} messages
+ * @property {ReplayRun[]} runs
+ * @property {number | null} medianMs
+ * @property {number} complete
+ * @property {PostSummary} [post]
+ * @property {number} [maxQueueBytes]
+ */
+
+/**
+ * Replay: `connect(onMessage)` opens a new stream; time until the 1000th message, 3 times.
+ * @param {string} label
+ * @param {(onMessage: OnSseMessage) => Promise<SseStream>} connect
+ * @param {string[]} expectedIds
+ * @returns {Promise<ReplayResult>}
+ */
 async function measureReplay(label, connect, expectedIds) {
+  /** @type {ReplayRun[]} */
   const runs = [];
   for (let k = 0; k < CFG.replayConnections; k++) {
+    /** @type {Map<string | undefined, number>} */
     const seen = new Map();
     let count = 0;
+    /** @type {number | undefined} */
     let firstAt;
+    /** @type {number | undefined} */
     let doneAt;
+    // set by the promise's executor, which runs at once
+    /** @type {(() => void) | undefined} */
     let resolveDone;
+    /** @type {Promise<void>} */
     const done = new Promise((resolve) => (resolveDone = resolve));
     const t0 = performance.now();
+    /** @type {SseStream} */
     let stream;
     try {
       stream = await connect((m, now) => {
@@ -706,16 +1073,16 @@ async function measureReplay(label, connect, expectedIds) {
         seen.set(id, (seen.get(id) ?? 0) + 1);
         if (count === expectedIds.length) {
           doneAt = now;
-          resolveDone();
+          /** @type {() => void} */ (resolveDone)();
         }
       });
     } catch (error) {
-      runs.push({ error: String(error?.message ?? error) });
+      runs.push({ error: String(/** @type {Thrown} */ (error)?.message ?? error) });
       continue;
     }
     const headersAt = performance.now();
     stream.onEnd = resolveDone;
-    if (stream.ended) resolveDone();
+    if (stream.ended) /** @type {() => void} */ (resolveDone)();
     await Promise.race([done, sleep(20_000)]);
     // a little longer, to see messages beyond the 1000th (there should be none)
     if (doneAt !== undefined) await sleep(100);
@@ -736,6 +1103,7 @@ async function measureReplay(label, connect, expectedIds) {
     await sleep(200);
   }
   const complete = runs.filter((r) => r.ms !== null && !r.error);
+  /** @type {ReplayResult} */
   const result = {
     messages: expectedIds.length,
     runs,
@@ -750,7 +1118,11 @@ async function measureReplay(label, connect, expectedIds) {
             ? `FAILED (${r.error})`
             : r.ms === null
               ? `!!! ${r.cut ? 'CUT by the server' : 'timed out'} after ${r.received} messages`
-              : `${r.ms.toFixed(1)} ms (first ${r.firstMs.toFixed(1)})` +
+              : // openSse's errors all have a message (no error: it opened, ms is set), and the
+                // first message came before the last
+                `${/** @type {number} */ (r.ms).toFixed(1)} ms (first ${
+                  /** @type {number} */ (r.firstMs).toFixed(1)
+                })` +
                 (r.missing || r.duplicated ? ` !!! missing ${r.missing} dup ${r.duplicated}` : ''),
         )
         .join(', ') +
@@ -759,9 +1131,19 @@ async function measureReplay(label, connect, expectedIds) {
   return result;
 }
 
-const fmt = (ms) => (ms === null || ms === undefined ? 'n/a' : ms.toFixed(1));
+const fmt = (/** @type {number | null | undefined} */ ms) =>
+  ms === null || ms === undefined ? 'n/a' : ms.toFixed(1);
 
-/** Agents, viewer roles and identity tokens on one running server. */
+/**
+ * An agent as the admin API creates it (201): its id and its API key, shown once.
+ * @typedef {{ agentId: string, apiKey: string, verifyToken: string }} CreatedAgent
+ */
+
+/**
+ * Agents, viewer roles and identity tokens on one running server.
+ * @param {ServerHandle} server
+ * @param {typeof import('jose').SignJWT} SignJWT
+ */
 function adminClient(server, SignJWT) {
   const admin = {
     authorization: `Bearer ${server.adminToken}`,
@@ -769,6 +1151,7 @@ function adminClient(server, SignJWT) {
   };
   const secret = Buffer.from(server.jwtSecret, 'utf8');
   return {
+    /** @returns {Promise<CreatedAgent>} */
     async createAgent() {
       const { status, text } = await request('POST', `${server.base}/admin/v1/agents`, {
         headers: admin,
@@ -777,6 +1160,11 @@ function adminClient(server, SignJWT) {
       if (status !== 201) throw new Error(`agent creation answered ${status}: ${text}`);
       return JSON.parse(text);
     },
+    /**
+     * Makes `userId` a viewer of the agent.
+     * @param {string} agentId
+     * @param {string} userId
+     */
     async grant(agentId, userId) {
       const { status, text } = await request(
         'PUT',
@@ -785,7 +1173,7 @@ function adminClient(server, SignJWT) {
       );
       if (status !== 200) throw new Error(`member grant answered ${status}: ${text}`);
     },
-    tokenFor: (sub) =>
+    tokenFor: (/** @type {string} */ sub) =>
       new SignJWT({})
         .setProtectedHeader({ alg: 'HS256' })
         .setSubject(sub)
@@ -798,10 +1186,84 @@ function adminClient(server, SignJWT) {
 // ---------------------------------------------------------------------------------------------
 // One bus end to end.
 
+/**
+ * The modules benchBus() needs, loaded once in main(), and the database the server runs on.
+ * @typedef {object} BusDeps
+ * @property {string} database 'postgres' or 'pglite'
+ * @property {typeof import('pg').default} pg
+ * @property {typeof import('ioredis').Redis} Redis
+ * @property {typeof import('jose').SignJWT} SignJWT
+ */
+
+/**
+ * The Redis of one redis-bus run: its key prefix (every key of the run is under it), a way to
+ * open more connections, and one for plain commands.
+ * @typedef {object} RunRedis
+ * @property {string} url
+ * @property {string} prefix
+ * @property {(extra?: import('ioredis').RedisOptions) => Redis} newRedis
+ * @property {Redis} commands
+ */
+
+/**
+ * The idle comparison of one bus: service and bare baseline, and their ratio.
+ * @typedef {{ service: IdleResult, baseline: IdleResult, baselineKind: string, ratio?: number }}
+ *   IdleComparison
+ */
+
+/**
+ * The delivery comparison of one bus; the baseline is measured after the service.
+ * @typedef {{ service: DeliveryResult, baseline?: DeliveryResult, baselineKind?: string }}
+ *   DeliveryComparison
+ */
+
+/**
+ * The replay comparison of one bus: `serviceRaisedCap` when the default queue cap cut the
+ * service's replay, `xrange` (the bus alone, ms) on Redis.
+ * @typedef {object} ReplayComparison
+ * @property {ReplayResult} service
+ * @property {ReplayResult} baseline
+ * @property {string} baselineKind
+ * @property {ReplayResult} [serviceRaisedCap]
+ * @property {{ runs: number[], medianMs: number | null }} [xrange]
+ */
+
+/**
+ * One bus's results, as written to the results file: `skipped` when its Redis was unreachable,
+ * `error` when it failed part-way (the figures up to there are kept).
+ * @typedef {object} BusResult
+ * @property {string} bus
+ * @property {string} [skipped]
+ * @property {string} [error]
+ * @property {string[]} [warnings]
+ * @property {string} [redisPrefix]
+ * @property {number} [redisKeysRemoved]
+ * @property {string} [schema]
+ * @property {string} [database]
+ * @property {number[]} [loadAvgBefore]
+ * @property {number} [serverStartMs]
+ * @property {IdleComparison} [idle]
+ * @property {number} [messageBytes] mean SSE data of a batch
+ * @property {number} [bodyGzipBytes] mean request body of a batch
+ * @property {DeliveryComparison} [delivery]
+ * @property {ReplayComparison} [replay]
+ * @property {number[]} [loadAvgAfter]
+ * @property {number | null} [serverRssBytesAtEnd]
+ * @property {Awaited<ChildHandle['exited']>} [serverExit]
+ * @property {Record<string, number>} [serverLog] the server's log lines by message
+ * @property {string[]} [serverOutputTail]
+ */
+
+/**
+ * @param {string} busName
+ * @param {BusDeps} deps
+ * @returns {Promise<BusResult>}
+ */
 async function benchBus(busName, deps) {
   const mark = lifecycle.mark();
+  /** @type {BusResult & { warnings: string[] }} */
   const result = { bus: busName, warnings: [] };
-  const warn = (w) => {
+  const warn = (/** @type {string} */ w) => {
     console.error(`  !!! WARNING ${busName}: ${w}`);
     result.warnings.push(w);
   };
@@ -813,11 +1275,14 @@ async function benchBus(busName, deps) {
   });
   try {
     const tag = randomBytes(4).toString('hex');
+    /** @type {Record<string, string>} */
     const serverEnv = {};
+    /** @type {RunRedis | undefined} set on the redis bus only */
     let redis;
     if (busName === 'redis') {
       const url = new URL(CFG.redisUrl);
       const port = Number(url.port || 6379);
+      /** @type {string | undefined} why the bus is skipped */
       let reason;
       if (!(await reachable(url.hostname, port)))
         reason = `Redis at ${url.hostname}:${port} is unreachable`;
@@ -833,7 +1298,9 @@ async function benchBus(busName, deps) {
           await probe.connect();
           await probe.ping();
         } catch (error) {
-          reason = `Redis at ${CFG.redisUrl} does not answer PING: ${error?.message ?? error}`;
+          reason = `Redis at ${CFG.redisUrl} does not answer PING: ${
+            /** @type {Thrown} */ (error)?.message ?? error
+          }`;
         } finally {
           probe.disconnect();
         }
@@ -848,6 +1315,7 @@ async function benchBus(busName, deps) {
       result.redisPrefix = prefix;
       serverEnv.REDIS_URL = CFG.redisUrl;
       serverEnv.LIVE_REDIS_PREFIX = `${prefix}server:`;
+      /** @type {RunRedis['newRedis']} */
       const newRedis = (extra = {}) => {
         const client = new deps.Redis(CFG.redisUrl, { maxRetriesPerRequest: 1, ...extra });
         client.on('error', () => {});
@@ -856,7 +1324,7 @@ async function benchBus(busName, deps) {
       redis = { url: CFG.redisUrl, prefix, newRedis, commands: newRedis() };
       lifecycle.onCleanup(async () => {
         // Remove every key of this run (server's, bare bus's, bare server's), then disconnect.
-        const client = redis.commands;
+        const client = /** @type {RunRedis} */ (redis).commands;
         let cursor = '0';
         let removed = 0;
         do {
@@ -908,24 +1376,28 @@ async function benchBus(busName, deps) {
     // watched by several idle users.
     const viewer = `bench-viewer-${tag}`;
     const viewerToken = await tokenFor(viewer);
+    // filled by index (pool), every slot set before it is read: hence the casts of its items
+    /** @type {CreatedAgent[]} */
     const agents = [];
     await pool(CFG.agents, 8, async (i) => {
       agents[i] = await createAgent();
-      await grant(agents[i].agentId, viewer);
+      await grant(/** @type {CreatedAgent} */ (agents[i]).agentId, viewer);
     });
     const replayAgent = await createAgent();
     await grant(replayAgent.agentId, viewer);
+    /** @type {CreatedAgent[]} */
     const idleAgents = [];
     const idleUsers = Array.from({ length: CFG.idleUsers }, (_, u) => `bench-idle-${tag}-${u}`);
     const idleTokens = await Promise.all(idleUsers.map(tokenFor));
     await pool(CFG.idleAgents, 4, async (g) => {
       idleAgents[g] = await createAgent();
-      for (const user of idleUsers) await grant(idleAgents[g].agentId, user);
+      for (const user of idleUsers)
+        await grant(/** @type {CreatedAgent} */ (idleAgents[g]).agentId, user);
     });
     const bare = await startBareServer(redis);
 
     // 1. Idle streams (first, on a server that has done nothing else yet but the set-up).
-    const idleFor = (i) => ({
+    const idleFor = (/** @type {number} */ i) => ({
       user: i % CFG.idleUsers,
       agent: Math.floor(i / CFG.idleUsers) % CFG.idleAgents,
     });
@@ -933,7 +1405,8 @@ async function benchBus(busName, deps) {
       service: await measureIdle('service', {
         port: server.port,
         metricsUrl: `${server.base}/metrics`,
-        pathFor: (i) => `/v1/agents/${idleAgents[idleFor(i).agent].agentId}/live`,
+        pathFor: (i) =>
+          `/v1/agents/${/** @type {CreatedAgent} */ (idleAgents[idleFor(i).agent]).agentId}/live`,
         headersFor: (i) => ({ authorization: `Bearer ${idleTokens[idleFor(i).user]}` }),
       }),
       baseline: await measureIdle('bare node:http', {
@@ -951,23 +1424,35 @@ async function benchBus(busName, deps) {
     const warmupCount = Math.round(CFG.rate * CFG.warmupSeconds);
     const count = warmupCount + Math.round(CFG.rate * CFG.seconds);
     const batches = Array.from({ length: count }, (_, i) =>
-      makeBatch(i % CFG.agents, agents[i % CFG.agents].agentId),
+      makeBatch(i % CFG.agents, /** @type {CreatedAgent} */ (agents[i % CFG.agents]).agentId),
     );
     result.messageBytes = Math.round(batches.reduce((s, b) => s + b.itemJson.length, 0) / count);
     result.bodyGzipBytes = Math.round(batches.reduce((s, b) => s + b.gz.length, 0) / count);
-    const metricsBefore = await readMemory(`${server.base}/metrics`);
+    // the service's /metrics has prom-client's default metrics, process_cpu_seconds_total too
+    /** @typedef {MetricsReading & { cpuSeconds: number }} ServiceMetrics */
+    const metricsBefore = /** @type {ServiceMetrics} */ (
+      await readMemory(`${server.base}/metrics`)
+    );
+    /**
+     * Streams over SSE, one per agent index (the sending side is the caller's).
+     * @param {(idx: number) => string} urlFor
+     * @param {Record<string, string>} headers
+     * @returns {Pick<Transport, 'open'>}
+     */
     const sseTransport = (urlFor, headers) => ({
       async open(onArrive) {
-        const list = await Promise.all(
-          Array.from({ length: CFG.agents }, (_, idx) =>
-            openSse(urlFor(idx), headers, {
-              agent: sseAgent,
-              onMessage: (m, now) => {
-                if (m.event === 'trace') onArrive(idx, traceIdOf(m.data), now);
-              },
-            }),
-          ),
-        );
+        // Opened 8 at a time, as a dashboard opens its streams: all 50 of one user at once wait
+        // in the service's fair admission behind its per-user queue, and past it answer 429.
+        /** @type {SseStream[]} */
+        const list = [];
+        await pool(CFG.agents, 8, async (idx) => {
+          list[idx] = await openSse(urlFor(idx), headers, {
+            agent: sseAgent,
+            onMessage: (m, now) => {
+              if (m.event === 'trace') onArrive(idx, traceIdOf(m.data), now);
+            },
+          });
+        });
         return {
           close: () => list.forEach((s) => s.close()),
           ended: () => list.filter((s) => s.ended && !s.closing).length,
@@ -975,22 +1460,26 @@ async function benchBus(busName, deps) {
         };
       },
     });
+    /** @type {Transport} */
     const service = {
-      ...sseTransport((idx) => `${server.base}/v1/agents/${agents[idx].agentId}/live`, {
-        authorization: `Bearer ${viewerToken}`,
-      }),
+      ...sseTransport(
+        (idx) =>
+          `${server.base}/v1/agents/${/** @type {CreatedAgent} */ (agents[idx]).agentId}/live`,
+        { authorization: `Bearer ${viewerToken}` },
+      ),
       send: (b) =>
         post(
           `${server.base}/v1/traces/batch`,
           b.gz,
           {
-            authorization: `Bearer ${agents[b.agentIdx].apiKey}`,
+            authorization: `Bearer ${/** @type {CreatedAgent} */ (agents[b.agentIdx]).apiKey}`,
             'content-type': 'application/json',
             'content-encoding': 'gzip',
           },
           postAgent,
         ),
     };
+    /** @type {Transport} */
     const bareHttp = {
       ...sseTransport((idx) => `${bare.base}/live/a${idx}`, {}),
       send: (b) =>
@@ -1006,7 +1495,7 @@ async function benchBus(busName, deps) {
       service: await measureDelivery('service', service, batches, warmupCount),
     };
     ensureAlive();
-    const metricsAfter = await readMemory(`${server.base}/metrics`);
+    const metricsAfter = /** @type {ServiceMetrics} */ (await readMemory(`${server.base}/metrics`));
     result.delivery.service.serverAccepted = metricsAfter.accepted - metricsBefore.accepted;
     result.delivery.service.serverCpuPercent =
       ((metricsAfter.cpuSeconds - metricsBefore.cpuSeconds) /
@@ -1026,13 +1515,16 @@ async function benchBus(busName, deps) {
     } else {
       result.delivery.baselineKind =
         'bare Redis bus from this process: XADD MAXLEN 1000 + EXPIRE pipeline -> blocking XREAD loop on another connection';
-      const reader = redis.newRedis();
-      const writer = redis.newRedis();
+      // the redis bus (the only other one) has set `redis`
+      const reader = /** @type {RunRedis} */ (redis).newRedis();
+      const writer = /** @type {RunRedis} */ (redis).newRedis();
       lifecycle.onCleanup(() => {
         reader.disconnect();
         writer.disconnect();
       });
-      const key = (idx) => `${redis.prefix}bare:a${idx}`;
+      const key = (/** @type {number} */ idx) =>
+        `${/** @type {RunRedis} */ (redis).prefix}bare:a${idx}`;
+      /** @type {Transport} */
       const bareBus = {
         async open(onArrive) {
           const keys = Array.from({ length: CFG.agents }, (_, idx) => key(idx));
@@ -1040,6 +1532,7 @@ async function benchBus(busName, deps) {
           let stopped = false;
           const loop = (async () => {
             while (!stopped) {
+              /** @type {Awaited<ReturnType<Redis['xread']>>} */
               let reply;
               try {
                 reply = await reader.xread(
@@ -1052,7 +1545,10 @@ async function benchBus(busName, deps) {
                   ...ids,
                 );
               } catch (error) {
-                if (!stopped) console.error(`!!! bare XREAD failed: ${error?.message ?? error}`);
+                if (!stopped)
+                  console.error(
+                    `!!! bare XREAD failed: ${/** @type {Thrown} */ (error)?.message ?? error}`,
+                  );
                 return;
               }
               const now = performance.now();
@@ -1060,7 +1556,8 @@ async function benchBus(busName, deps) {
                 const idx = keys.indexOf(streamKey);
                 for (const [id, fields] of entries) {
                   ids[idx] = id;
-                  onArrive(idx, traceIdOf(fields[1]), now);
+                  // every entry here is written as ['d', <item JSON>]
+                  onArrive(idx, traceIdOf(/** @type {string} */ (fields[1])), now);
                 }
               }
             }
@@ -1077,11 +1574,14 @@ async function benchBus(busName, deps) {
         },
         async send(b) {
           try {
-            const results = await writer
-              .pipeline()
-              .xadd(key(b.agentIdx), 'MAXLEN', '1000', '*', 'd', b.itemJson)
-              .expire(key(b.agentIdx), 86_400)
-              .exec();
+            // exec() answers null only for an aborted MULTI, which a plain pipeline is not
+            const results = /** @type {[error: Error | null, reply: unknown][]} */ (
+              await writer
+                .pipeline()
+                .xadd(key(b.agentIdx), 'MAXLEN', '1000', '*', 'd', b.itemJson)
+                .expire(key(b.agentIdx), 86_400)
+                .exec()
+            );
             const failed = results.find(([error]) => error);
             if (failed) return { status: 0, error: failed[0], tReply: performance.now() };
             return { status: 202, tReply: performance.now() };
@@ -1138,15 +1638,31 @@ async function benchBus(busName, deps) {
       makeBatch(0, replayAgent.agentId),
     );
     const expectedIds = replayBatches.map((b) => b.traceId);
+    /**
+     * Posts every batch of `list`, CFG.replaySenders at a time.
+     * @param {Batch[]} list
+     * @param {(batch: Batch) => Promise<SendResult>} send
+     * @returns {Promise<PostSummary>}
+     */
     const postAll = async (list, send) => {
       const t = performance.now();
+      /** @type {Record<string, number>} */
       const codes = {};
       await pool(list.length, CFG.replaySenders, async (i) => {
-        const r = await send(list[i]);
+        const r = await send(/** @type {Batch} */ (list[i]));
         codes[r.status] = (codes[r.status] ?? 0) + 1;
       });
       return { seconds: (performance.now() - t) / 1000, statusCodes: codes };
     };
+    /**
+     * Posts `list` to agent `agentX` of server `srv`, then measures its replay as `token`'s user.
+     * @param {ServerHandle} srv
+     * @param {string} token
+     * @param {CreatedAgent} agentX
+     * @param {string} label
+     * @param {Batch[]} list
+     * @returns {Promise<ReplayResult>}
+     */
     const serviceReplayOn = async (srv, token, agentX, label, list) => {
       const posted = await postAll(list, (b) =>
         post(
@@ -1211,22 +1727,29 @@ async function benchBus(busName, deps) {
     };
     if (busName === 'redis') {
       // The bus alone: XRANGE of a stream holding the same 1000 entries, from this process.
-      const key = `${redis.prefix}bare:replay`;
-      const pipe = redis.commands.pipeline();
+      // the redis bus has set `redis`
+      const key = `${/** @type {RunRedis} */ (redis).prefix}bare:replay`;
+      const pipe = /** @type {RunRedis} */ (redis).commands.pipeline();
       for (const b of replayBatches) pipe.xadd(key, 'MAXLEN', '1000', '*', 'd', b.itemJson);
       await pipe.exec();
+      /** @type {number[]} */
       const times = [];
       for (let k = 0; k < CFG.replayConnections; k++) {
         const t = performance.now();
+        /** @type {[id: string, fields: string[]][]} */
         const entries = [];
-        for await (const page of xrangePages(redis.commands, key)) entries.push(...page);
+        for await (const page of xrangePages(/** @type {RunRedis} */ (redis).commands, key))
+          entries.push(...page);
         times.push(performance.now() - t);
         if (entries.length !== replayBatches.length)
           warn(`bare XRANGE returned ${entries.length} entries`);
       }
       result.replay.xrange = { runs: times, medianMs: median(times) };
       console.log(
-        `   replay   ${'bare XRANGE (bus alone)'.padEnd(26)} ${times.map((t) => `${t.toFixed(1)} ms`).join(', ')} -> median ${median(times).toFixed(1)} ms`,
+        `   replay   ${'bare XRANGE (bus alone)'.padEnd(26)} ${times.map((t) => `${t.toFixed(1)} ms`).join(', ')} -> median ${
+          // CFG.replayConnections (3) times
+          /** @type {number} */ (median(times)).toFixed(1)
+        } ms`,
       );
     }
     for (const [side, r] of Object.entries({ service: serviceReplay, baseline: bareReplay })) {
@@ -1242,8 +1765,16 @@ async function benchBus(busName, deps) {
             `replay ${side} connection ${k + 1}: ${run.missing} missing, ${run.duplicated} duplicated`,
           );
       }
-      const bad = Object.entries(r.post.statusCodes).filter(([code]) => code !== '202');
-      if (bad.length) warn(`replay ${side}: posts answered ${JSON.stringify(r.post.statusCodes)}`);
+      // both were posted, and have their `post` set above
+      const bad = Object.entries(/** @type {PostSummary} */ (r.post).statusCodes).filter(
+        ([code]) => code !== '202',
+      );
+      if (bad.length)
+        warn(
+          `replay ${side}: posts answered ${JSON.stringify(
+            /** @type {PostSummary} */ (r.post).statusCodes,
+          )}`,
+        );
     }
     if (serviceReplay.runs.some((run) => run.cut)) {
       const tally = server.output.byMessage['live stream client too slow; disconnecting'];
@@ -1292,8 +1823,12 @@ async function benchBus(busName, deps) {
     }
     return result;
   } catch (error) {
-    console.error(`\n!!! ${busName.toUpperCase()} BUS BENCHMARK FAILED: ${error?.stack ?? error}`);
-    return { ...result, error: String(error?.message ?? error) };
+    console.error(
+      `\n!!! ${busName.toUpperCase()} BUS BENCHMARK FAILED: ${
+        /** @type {Thrown} */ (error)?.stack ?? error
+      }`,
+    );
+    return { ...result, error: String(/** @type {Thrown} */ (error)?.message ?? error) };
   } finally {
     await lifecycle.runCleanupsFrom(mark);
   }
@@ -1302,14 +1837,34 @@ async function benchBus(busName, deps) {
 // ---------------------------------------------------------------------------------------------
 // Report.
 
+/**
+ * @param {number | null | undefined} a
+ * @param {number | null | undefined} b
+ */
 const ratio = (a, b) =>
   a === null || b === null || a === undefined || b === undefined || b <= 0.05
     ? 'n/a'
     : (a / b).toFixed(2);
 
+/**
+ * This run's machine and totals, as written to the results file.
+ * @typedef {MachineInfo & { database?: string, totalSeconds?: number, messageBytes?: number,
+ *   bodyGzipBytes?: number }} RunMeta
+ */
+
+/**
+ * @param {BusResult[]} results
+ * @param {RunMeta} meta
+ */
 function report(results, meta) {
+  /** @type {string[][]} */
   const rows = [['bus', 'figure', 'service', 'baseline', 'baseline is', 'ratio', 'target']];
+  /** @type {string[]} */
   const notes = [];
+  /**
+   * @param {number | null | undefined} value
+   * @param {number} limit
+   */
   const target = (value, limit) =>
     value === null || value === undefined
       ? `< ${limit}: n/a`
@@ -1404,7 +1959,7 @@ function report(results, meta) {
     const rp = r.replay;
     if (rp) {
       const kind = r.bus === 'memory' ? 'bare node:http SSE' : 'bare node:http+XRANGE';
-      const cell = (x) => {
+      const cell = (/** @type {ReplayResult} */ x) => {
         if (x.medianMs !== null) return fmt(x.medianMs);
         const bad = x.runs.find((run) => run.error || run.ms === null);
         if (bad?.error) return 'FAILED';
@@ -1464,13 +2019,32 @@ function report(results, meta) {
       );
     }
     if (rp) {
-      const sp = rp.service.post;
+      // set by benchBus once posted
+      const sp = /** @type {PostSummary} */ (rp.service.post);
+      // A run that failed to open has no ms (nor bytes): it would throw (or show NaN) here.
       notes.push(
         `${bus}: replay: 1000 batches posted in ${sp.seconds.toFixed(1)} s (${(1000 / sp.seconds).toFixed(0)}/s); ` +
-          `service runs ${rp.service.runs.map((x) => (x.ms === null ? `ENDED after ${x.received}` : `${x.ms.toFixed(0)} ms`)).join(', ')}` +
+          `service runs ${rp.service.runs
+            .map((x) =>
+              x.ms === null
+                ? `ENDED after ${x.received}`
+                : `${/** @type {number} */ (x.ms).toFixed(0)} ms`,
+            )
+            .join(', ')}` +
           (rp.serviceRaisedCap
-            ? `; with a 64 MiB queue cap ${rp.serviceRaisedCap.runs.map((x) => (x.ms === null ? `ENDED after ${x.received}` : `${x.ms.toFixed(0)} ms`)).join(', ')}` +
-              ` (~${(rp.serviceRaisedCap.runs[0]?.bytes / 2 ** 20).toFixed(1)} MiB per replay)`
+            ? `; with a 64 MiB queue cap ${rp.serviceRaisedCap.runs
+                .map((x) =>
+                  x.ms === null
+                    ? `ENDED after ${x.received}`
+                    : `${/** @type {number} */ (x.ms).toFixed(0)} ms`,
+                )
+                .join(', ')}` +
+              // prettier would move the cast's comment out of the parentheses (a cast of the
+              // quotient, the operand unchecked)
+              // prettier-ignore
+              ` (~${(
+                /** @type {number} */ (rp.serviceRaisedCap.runs[0]?.bytes) / 2 ** 20
+              ).toFixed(1)} MiB per replay)`
             : ''),
       );
     }
@@ -1515,6 +2089,7 @@ async function main() {
   const { Redis } = await import('ioredis');
   const { SignJWT } = await import('jose');
 
+  /** @type {RunMeta} */
   const meta = machineInfo(ROOT);
   const pgUrl = new URL(CFG.databaseUrl);
   const pgPort = Number(pgUrl.port || 5432);
@@ -1533,6 +2108,7 @@ async function main() {
       `replay ${CFG.replayDepth}, ${CFG.idleStreams} idle streams`,
   );
   const started = performance.now();
+  /** @type {BusResult[]} */
   const results = [];
   for (const bus of CFG.buses) results.push(await benchBus(bus, { database, pg, Redis, SignJWT }));
   meta.totalSeconds = Math.round((performance.now() - started) / 100) / 10;
@@ -1557,6 +2133,9 @@ async function main() {
 /**
  * A stream's entries in pages of 100, as the service's Redis bus reads a replay: ioredis parses
  * a 20 MB XRANGE reply two to three times slower than the same entries in pages.
+ * @param {Redis} redis
+ * @param {string} key
+ * @returns {AsyncGenerator<[id: string, fields: string[]][], void>}
  */
 async function* xrangePages(redis, key) {
   let from = '-';
@@ -1564,7 +2143,8 @@ async function* xrangePages(redis, key) {
     const page = await redis.xrange(key, from, '+', 'COUNT', 100);
     yield page;
     if (page.length < 100) return;
-    from = `(${page.at(-1)[0]}`;
+    // a full page has a last entry
+    from = `(${/** @type {[id: string, fields: string[]]} */ (page.at(-1))[0]}`;
   }
 }
 
@@ -1574,15 +2154,20 @@ async function* xrangePages(redis, key) {
 
 async function runBareServer() {
   const [redisUrl, prefix] = process.argv.slice(3);
+  /** @type {Redis | undefined} */
   let redis;
   if (redisUrl) {
     const { Redis } = await import('ioredis');
     redis = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
     redis.on('error', () => {});
   }
-  const key = (agent) => `${prefix}bare-http:${agent}`;
+  // an agent is the path's third part: undefined when the path has none
+  const key = (/** @type {string | undefined} */ agent) => `${prefix}bare-http:${agent}`;
+  /** @type {Map<string | undefined, string[]>} the last 1000 SSE messages, by agent */
   const buffers = new Map();
+  /** @type {Map<string | undefined, Set<http.ServerResponse>>} */
   const subscribers = new Map();
+  /** @type {Set<http.ServerResponse>} */
   const idle = new Set();
   let next = 0;
   const HEAD = {
@@ -1590,16 +2175,22 @@ async function runBareServer() {
     'cache-control': 'no-cache, no-transform',
     connection: 'keep-alive',
   };
-  const sse = (id, data) => `id: ${id}\nevent: trace\ndata: ${data}\n\n`;
+  const sse = (/** @type {string | number} */ id, /** @type {string} */ data) =>
+    `id: ${id}\nevent: trace\ndata: ${data}\n\n`;
   const server = http.createServer(async (req, res) => {
-    const [, kind, agent] = req.url.split('/');
+    // a server's request always has its url
+    const [, kind, agent] = /** @type {string} */ (req.url).split('/');
     try {
       if (req.method === 'POST' && kind === 'publish') {
+        /** @type {Buffer[]} */
         const chunks = [];
         for await (const chunk of req) chunks.push(chunk);
         let body = Buffer.concat(chunks);
         if (req.headers['content-encoding'] === 'gzip') body = gunzipSync(body);
-        const { items } = JSON.parse(body.toString('utf8'));
+        // the batches this benchmark posts (the bare server trusts them: no validation)
+        const { items } = /** @type {{ items: BufferBatchItem[] }} */ (
+          JSON.parse(body.toString('utf8'))
+        );
         const data = items.map((item) => JSON.stringify(item));
         if (redis) {
           const pipe = redis.pipeline();
@@ -1623,10 +2214,11 @@ async function runBareServer() {
         res.write(': connected\nretry: 3000\n\n');
         if (redis) {
           for await (const page of xrangePages(redis, key(agent)))
-            for (const [id, fields] of page) res.write(sse(id, fields[1]));
+            for (const [id, fields] of page) res.write(sse(id, /** @type {string} */ (fields[1])));
         } else {
           for (const message of buffers.get(agent) ?? []) res.write(message);
         }
+        /** @type {Set<http.ServerResponse>} */
         const set = subscribers.get(agent) ?? new Set();
         subscribers.set(agent, set);
         set.add(res);
@@ -1649,7 +2241,7 @@ async function runBareServer() {
       }
     } catch (error) {
       if (!res.headersSent) res.writeHead(500);
-      res.end(String(error?.message ?? error));
+      res.end(String(/** @type {Thrown} */ (error)?.message ?? error));
     }
   });
   server.keepAliveTimeout = 60_000;
@@ -1668,7 +2260,7 @@ if (process.argv[2] === BARE_FLAG) {
     await lifecycle.runCleanups();
     process.exit(0);
   } catch (error) {
-    console.error(`\n!!! BENCHMARK FAILED: ${error?.stack ?? error}`);
+    console.error(`\n!!! BENCHMARK FAILED: ${/** @type {Thrown} */ (error)?.stack ?? error}`);
     await lifecycle?.runCleanups();
     process.exit(1);
   }

@@ -15,8 +15,16 @@ import pg from 'pg';
 import { WRITE_BATCH, checkWritten, writeBatchParams } from './batch-statement.mjs';
 import { serveUntilParentGoes } from './support.mjs';
 
+/** @typedef {import('@flightlog/protocol').TransportBatchPayload} TransportBatchPayload */
+
+/**
+ * What a `catch` may hold, as the answer reads it (a thrown non-object has no `message`).
+ * @typedef {{ message?: string } | null | undefined} Thrown
+ */
+
 const inflate = promisify(gunzip);
-const agentId = process.env.NAIVE_AGENT_ID;
+// always set by ingest.mjs, which starts this server
+const agentId = /** @type {string} */ (process.env.NAIVE_AGENT_ID);
 const pool = new pg.Pool({
   connectionString: process.env.NAIVE_DATABASE_URL,
   max: Number(process.env.NAIVE_POOL_SIZE ?? 10),
@@ -27,11 +35,13 @@ pool.on('error', () => {});
 
 const server = http.createServer(async (req, res) => {
   try {
+    /** @type {Buffer[]} */
     const chunks = [];
     for await (const chunk of req) chunks.push(chunk);
     let body = Buffer.concat(chunks);
     if (req.headers['content-encoding'] === 'gzip') body = await inflate(body);
-    const batch = JSON.parse(body.toString('utf8'));
+    // trusted, not validated: the naive server's way
+    const batch = /** @type {TransportBatchPayload} */ (JSON.parse(body.toString('utf8')));
     for (const item of batch.items) {
       const { rows } = await pool.query({
         name: 'naive-write-batch',
@@ -44,7 +54,7 @@ const server = http.createServer(async (req, res) => {
     res.end(JSON.stringify({ traceId: batch.items[0]?.trace.id ?? null }));
   } catch (error) {
     if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' });
-    res.end(String(error?.message ?? error));
+    res.end(String(/** @type {Thrown} */ (error)?.message ?? error));
   }
 });
 server.keepAliveTimeout = 60_000;

@@ -55,29 +55,36 @@ import {
   InMemorySpanExporter,
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import autocannon from 'autocannon';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { monotonicFactory } from 'ulidx';
 import { OneShotPool } from './ingest-bodies.mjs';
 import {
-  MODELS,
-  TEXTS,
+  autocannon,
   cpuMsOf,
   createLifecycle,
   envList,
   envNumber,
   machineInfo,
   median,
+  MODELS,
   reachable,
   redactUrl,
   request,
   runBenchmark,
   seededRandom,
   startFlightlogServer,
+  TEXTS,
   textTable,
   writeJsonAtomic,
 } from './support.mjs';
+
+/**
+ * @typedef {import('./support.mjs').ServerHandle} ServerHandle
+ * @typedef {import('./support.mjs').MachineInfo} MachineInfo
+ * @typedef {import('@opentelemetry/sdk-trace-base').ReadableSpan} ReadableSpan
+ * @typedef {import('@flightlog/protocol').BufferBatchItem} BufferBatchItem
+ */
 
 const ulid = monotonicFactory();
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -85,9 +92,36 @@ const CLI = join(ROOT, 'packages/server/dist/cli.js');
 const DIST_OTLP = join(ROOT, 'packages/server/dist/otlp');
 const RESULTS_FILE = join(ROOT, 'bench/results/otlp-latest.json');
 
+/** @typedef {'batch' | 'otlp-protobuf' | 'otlp-json'} Side */
+/** @type {Side[]} */
 const SIDES = ['batch', 'otlp-protobuf', 'otlp-json'];
 
-const CFG = {
+/**
+ * One entry for each side of the run (CFG.sides): only those are ever looked up.
+ * @template T
+ * @typedef {Record<Side, T>} BySide
+ */
+
+/**
+ * @typedef {object} Config
+ * @property {number} seconds
+ * @property {number} rounds
+ * @property {number} warmupSeconds
+ * @property {string} databaseUrl
+ * @property {string[]} engines
+ * @property {Side[]} sides each one of SIDES (envList stops the run otherwise)
+ * @property {number} spansPerTrace
+ * @property {number} templates
+ * @property {number | null} serverPoolSize null: the server's default
+ * @property {string | undefined} analysisWorker undefined (the server's default) when
+ *   BENCH_ANALYSIS_WORKER lists none
+ * @property {number} connections
+ * @property {number} targetRatio
+ * @property {number} plannedSeconds set below, from the rest
+ * @property {number} timeoutSeconds set below, from plannedSeconds
+ */
+
+const CFG = /** @type {Config} */ ({
   seconds: envNumber('BENCH_SECONDS', 4, 1, 120),
   rounds: Math.round(envNumber('BENCH_ROUNDS', 3, 1, 20)),
   warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 1, 0, 60),
@@ -101,7 +135,7 @@ const CFG = {
   analysisWorker: envList('BENCH_ANALYSIS_WORKER', 'off', ['on', 'off'])[0],
   connections: 16,
   targetRatio: 0.8,
-};
+});
 if (!CFG.sides.includes('batch')) {
   console.error('BENCH_SIDES must include batch: it is the baseline');
   process.exit(2);
@@ -118,18 +152,29 @@ const lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
 // The spans: templates recorded with the real SDK, serialised by the exporters' serialisers.
 
 const rand = seededRandom(0x6d2b79f5);
-const pick = (array) => array[Math.floor(rand() * array.length)];
-const int = (min, max) => min + Math.floor(rand() * (max - min + 1));
+/**
+ * @template T
+ * @param {readonly T[]} array not empty
+ * @returns {T}
+ */
+const pick = (array) => /** @type {T} */ (array[Math.floor(rand() * array.length)]);
+const int = (/** @type {number} */ min, /** @type {number} */ max) =>
+  min + Math.floor(rand() * (max - min + 1));
 const TOOLS = ['search_flights', 'get_weather', 'book_hotel', 'convert_currency'];
 
-const userMessage = (text) =>
+const userMessage = (/** @type {string} */ text) =>
   JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: text }] }]);
-const assistantMessage = (text, finishReason) =>
+const assistantMessage = (/** @type {string} */ text, /** @type {string} */ finishReason) =>
   JSON.stringify([
     { role: 'assistant', parts: [{ type: 'text', content: text }], finish_reason: finishReason },
   ]);
 
-/** One agent run as the OTel SDK records it: finished ReadableSpans, root last. */
+/**
+ * One agent run as the OTel SDK records it: finished ReadableSpans, root last.
+ * @param {import('@opentelemetry/api').Tracer} tracer
+ * @param {InMemorySpanExporter} memory the tracer's exporter
+ * @returns {ReadableSpan[]}
+ */
 function recordRun(tracer, memory) {
   memory.reset();
   const t0 = Date.now() - 120_000;
@@ -196,26 +241,55 @@ function recordRun(tracer, memory) {
  * mapping makes of it for `batchAgentId` (with BATCH_ID where the batch id goes).
  */
 const BATCH_ID = '@@BATCH_ID@@';
+
+/**
+ * One recorded run, serialised each way; `traceIdHex` / `traceIdBytes` are where a fresh trace
+ * id goes.
+ * @typedef {object} Template
+ * @property {string} traceIdHex
+ * @property {Buffer} traceIdBytes
+ * @property {Buffer} protobuf
+ * @property {string} json
+ * @property {string} batch the Flightlog batch, BATCH_ID for its batch id
+ */
+
+/**
+ * @param {string} batchAgentId
+ * @returns {Promise<Template[]>}
+ */
 async function buildTemplates(batchAgentId) {
-  const { mapExport } = await import(pathToFileURL(join(DIST_OTLP, 'span-mapping.js')).href);
-  const { exportBatch } = await import(pathToFileURL(join(DIST_OTLP, 'export-batch.js')).href);
+  // the server's build: the same mapping as its OTLP route
+  const { mapExport } =
+    /** @type {typeof import('../packages/server/dist/otlp/span-mapping.js')} */ (
+      await import(pathToFileURL(join(DIST_OTLP, 'span-mapping.js')).href)
+    );
+  const { exportBatch } =
+    /** @type {typeof import('../packages/server/dist/otlp/export-batch.js')} */ (
+      await import(pathToFileURL(join(DIST_OTLP, 'export-batch.js')).href)
+    );
   const memory = new InMemorySpanExporter();
   const provider = new BasicTracerProvider({
     resource: resourceFromAttributes({ 'service.name': 'travel-planner' }),
     spanProcessors: [new SimpleSpanProcessor(memory)],
   });
   const tracer = provider.getTracer('flightlog-bench', '1.0.0');
+  /** @type {Template[]} */
   const templates = [];
   for (let i = 0; i < CFG.templates; i++) {
     const spans = recordRun(tracer, memory);
-    const traceIdHex = spans[0].spanContext().traceId;
-    const protobuf = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans));
-    const json = Buffer.from(JsonTraceSerializer.serializeRequest(spans)).toString('utf8');
+    // a run has at least 2 spans (BENCH_SPANS), and the serialisers give bytes for any
+    const traceIdHex = /** @type {ReadableSpan} */ (spans[0]).spanContext().traceId;
+    const protobuf = Buffer.from(
+      /** @type {Uint8Array} */ (ProtobufTraceSerializer.serializeRequest(spans)),
+    );
+    const json = Buffer.from(
+      /** @type {Uint8Array} */ (JsonTraceSerializer.serializeRequest(spans)),
+    ).toString('utf8');
     const mapped = mapExport(JSON.parse(json));
     const batch = exportBatch(batchAgentId, mapped.spans, new Map(), new Map());
     if (mapped.rejected.size > 0 || batch.items.length !== 1)
       throw new Error('a template did not map to one batch item');
-    const [item] = batch.items;
+    const [item] = /** @type {[BufferBatchItem]} */ (batch.items); // one, checked just above
     if (item.events.length !== CFG.spansPerTrace || item.trace.status !== 'completed')
       throw new Error(`a template mapped to ${item.events.length} events, ${item.trace.status}`);
     templates.push({
@@ -230,7 +304,12 @@ async function buildTemplates(batchAgentId) {
   return templates;
 }
 
-/** Every occurrence of `from` in `buffer` replaced by `to` (same length), in a copy. */
+/**
+ * Every occurrence of `from` in `buffer` replaced by `to` (same length), in a copy.
+ * @param {Buffer} buffer
+ * @param {Buffer} from
+ * @param {Buffer} to
+ */
 function replaceBytes(buffer, from, to) {
   const copy = Buffer.from(buffer);
   for (let at = copy.indexOf(from); at !== -1; at = copy.indexOf(from, at + from.length))
@@ -238,11 +317,16 @@ function replaceBytes(buffer, from, to) {
   return copy;
 }
 
-/** A maker of one-use gzip bodies of `side`, templates taken in turn, each with a fresh trace id. */
+/**
+ * A maker of one-use gzip bodies of `side`, templates taken in turn, each with a fresh trace id.
+ * @param {Side} side
+ * @param {Template[]} templates not empty
+ * @returns {() => Buffer}
+ */
 function bodyMaker(side, templates) {
   let i = 0;
   return () => {
-    const t = templates[i++ % templates.length];
+    const t = /** @type {Template} */ (templates[i++ % templates.length]);
     const id = randomBytes(16);
     const hex = id.toString('hex');
     if (side === 'otlp-protobuf') return gzipSync(replaceBytes(t.protobuf, t.traceIdBytes, id));
@@ -254,6 +338,14 @@ function bodyMaker(side, templates) {
 // ---------------------------------------------------------------------------------------------
 // The server and the load.
 
+/** The admin API's answer to creating an agent, as far as it is used here. */
+/** @typedef {{ agentId: string, apiKey: string }} CreatedAgent */
+
+/**
+ * @param {ServerHandle} server
+ * @param {string} name
+ * @returns {Promise<CreatedAgent>}
+ */
 async function createAgent(server, name) {
   const { status, text } = await request('POST', `${server.base}/admin/v1/agents`, {
     headers: { authorization: `Bearer ${server.adminToken}`, 'content-type': 'application/json' },
@@ -263,10 +355,24 @@ async function createAgent(server, name) {
   return JSON.parse(text);
 }
 
+/**
+ * The server's ingest counters.
+ * @typedef {object} IngestCounters
+ * @property {number} batchesAccepted
+ * @property {number} spansAccepted
+ * @property {number} spansDuplicate
+ * @property {number} spansRejected
+ */
+
+/**
+ * @param {string} base
+ * @returns {Promise<IngestCounters>}
+ */
 async function scrapeMetrics(base) {
   const { status, text } = await request('GET', `${base}/metrics`);
-  if (status !== 200) return {};
-  const value = (pattern) => Number(text.match(pattern)?.[1] ?? 0);
+  // none when /metrics fails: the figures taken from them come out NaN (null in the JSON)
+  if (status !== 200) return /** @type {IngestCounters} */ ({});
+  const value = (/** @type {RegExp} */ pattern) => Number(text.match(pattern)?.[1] ?? 0);
   return {
     batchesAccepted: value(/^flightlog_batches_total\{outcome="accepted"\} (\S+)$/m),
     spansAccepted: value(/^flightlog_otlp_spans_total\{outcome="accepted"\} (\S+)$/m),
@@ -275,12 +381,49 @@ async function scrapeMetrics(base) {
   };
 }
 
+/** @type {Record<Side, string>} */
 const CONTENT_TYPE = {
   batch: 'application/json',
   'otlp-protobuf': 'application/x-protobuf',
   'otlp-json': 'application/json',
 };
 
+/**
+ * Where and how one side's requests go.
+ * @typedef {object} Target
+ * @property {Side} side
+ * @property {string} base the server's
+ * @property {number} pid the server's
+ * @property {string} url
+ * @property {Record<string, string>} headers
+ */
+
+/**
+ * One run of one side.
+ * @typedef {object} SideRun
+ * @property {number} requestsPerSec
+ * @property {number} spansPerSec events/s for the batch side, spans/s for the OTLP ones
+ * @property {number} p50Ms
+ * @property {number} p99Ms
+ * @property {number} ok requests answered 2xx
+ * @property {number} non2xx
+ * @property {number} errors
+ * @property {number} timeouts
+ * @property {Record<string, number>} statusCodes requests by status code
+ * @property {number} durationSec
+ * @property {number} serverCounted spans (events) the server's counters say it accepted
+ * @property {number} serverRefusedSpans duplicates and rejections
+ * @property {number | null} serverCpuMsPerRequest
+ * @property {number} bodiesBuiltDuringRun
+ * @property {number} loadAvg1
+ */
+
+/**
+ * @param {Target} target
+ * @param {OneShotPool<Buffer>} bodies of `target.side`
+ * @param {number} seconds
+ * @returns {Promise<SideRun>}
+ */
 async function runSide(target, bodies, seconds) {
   const before = await scrapeMetrics(target.base);
   const cpuBefore = cpuMsOf(target.pid);
@@ -329,14 +472,32 @@ async function runSide(target, bodies, seconds) {
         ? null
         : (cpuAfter - cpuBefore) / handled,
     bodiesBuiltDuringRun: bodies.madeDuringRun,
-    loadAvg1: Math.round(os.loadavg()[0] * 100) / 100,
+    loadAvg1: Math.round(/** @type {number} */ (os.loadavg()[0]) * 100) / 100,
   };
 }
 
 const STORED_SQL = `SELECT agent_id AS "agentId", count(*)::int AS events FROM events
   WHERE agent_id = ANY($1::text[]) GROUP BY agent_id`;
 
+/**
+ * The server's environment: where its data lives, and what this benchmark sets.
+ * @typedef {object} ServerEnv
+ * @property {string} [DATABASE_URL]
+ * @property {string} [DATABASE_SCHEMA]
+ * @property {string} [DATA_DIR]
+ * @property {string} [DATABASE_POOL_SIZE]
+ * @property {string} [ANALYSIS_WORKER]
+ */
+
+/**
+ * Events stored, by agent id.
+ * @param {string} engine
+ * @param {ServerEnv} serverEnv
+ * @param {string[]} agentIds
+ * @returns {Promise<Record<string, number>>}
+ */
 async function countStored(engine, serverEnv, agentIds) {
+  /** @type {{ agentId: string, events: number }[]} */
   let rows;
   if (engine === 'postgres') {
     const client = new pg.Client({
@@ -360,7 +521,7 @@ async function countStored(engine, serverEnv, agentIds) {
   return Object.fromEntries(rows.map((r) => [r.agentId, r.events]));
 }
 
-const fmtRun = (side, r) =>
+const fmtRun = (/** @type {string} */ side, /** @type {SideRun} */ r) =>
   `${side.padEnd(13)} ${Math.round(r.spansPerSec).toString().padStart(7)} spans/s ` +
   `${r.requestsPerSec.toFixed(1).padStart(7)} req/s  p50 ${r.p50Ms.toFixed(1).padStart(6)} ms  ` +
   `p99 ${r.p99Ms.toFixed(1).padStart(6)} ms  server CPU ${r.serverCpuMsPerRequest?.toFixed(2) ?? 'n/a'} ms/req  load ${r.loadAvg1}` +
@@ -368,14 +529,75 @@ const fmtRun = (side, r) =>
     ? `  !!! ${r.non2xx} non-2xx ${JSON.stringify(r.statusCodes)}, ${r.errors} errors, ${r.timeouts} timeouts`
     : '');
 
+/**
+ * One round: each side once.
+ * @typedef {{ round: number } & BySide<SideRun>} Round
+ */
+
+/**
+ * Medians over the rounds; never null but the CPU figure (null when no run had one).
+ * @typedef {object} SideMedians
+ * @property {number} spansPerSec
+ * @property {number} requestsPerSec
+ * @property {number} p50Ms
+ * @property {number} p99Ms
+ * @property {number | null} serverCpuMsPerRequest
+ */
+
+/**
+ * An OTLP side's spans/s over the batch side's events/s.
+ * @typedef {object} SideRatio
+ * @property {number} ofMedians
+ * @property {number[]} perRound
+ * @property {number | null} medianPerRound
+ */
+
+/**
+ * One engine's result, as written to the results file: skipped (`skipped`), failed (`error`,
+ * with the figures it got to), or measured; the figures are added as the run gets to them.
+ * @typedef {object} EngineResult
+ * @property {string} engine
+ * @property {string} [skipped] why the engine was not measured
+ * @property {string} [error] why its run failed
+ * @property {Round[]} [rounds]
+ * @property {string[]} [warnings]
+ * @property {number[]} [loadAvgBefore]
+ * @property {BySide<number>} [bodyGzipBytes] mean gzip body size
+ * @property {Record<Side, number>} [bodyBytes] uncompressed, of the first template
+ * @property {BySide<SideMedians>} [median]
+ * @property {Partial<BySide<SideRatio>>} [ratios] of the OTLP sides
+ * @property {boolean | null} [meetsTarget] null without an otlp-protobuf side
+ * @property {number[]} [loadAvgAfter]
+ * @property {string[]} [serverOutputTail]
+ * @property {BySide<{ events: number, expected: number }>} [stored] events stored, and expected
+ *   from the requests answered 2xx
+ */
+
+/**
+ * A result with every figure: what a measured engine's has (one that failed after its medians
+ * excepted).
+ * @typedef {Required<Omit<EngineResult, 'skipped' | 'error' | 'serverOutputTail'>>} MeasuredEngine
+ */
+
+/**
+ * What a failure threw, read as an Error: anything else has neither field, and is shown as it is.
+ * @typedef {Partial<Error> | null | undefined} Thrown
+ */
+
+/**
+ * @param {string} engine
+ * @returns {Promise<EngineResult>}
+ */
 async function benchEngine(engine) {
   const mark = lifecycle.mark();
+  /** @type {EngineResult & { rounds: Round[], warnings: string[] }} */
   const result = { engine, rounds: [], warnings: [] };
-  const warn = (w) => {
+  const warn = (/** @type {string} */ w) => {
     console.error(`  !!! WARNING ${engine}: ${w}`);
     result.warnings.push(w);
   };
   try {
+    /** @type {ServerEnv} */
     let serverEnv;
     if (engine === 'postgres') {
       const url = new URL(CFG.databaseUrl);
@@ -410,46 +632,65 @@ async function benchEngine(engine) {
     result.loadAvgBefore = os.loadavg().map((x) => Math.round(x * 100) / 100);
     console.log(`\n== ${engine}: starting server (load average ${result.loadAvgBefore.join(' ')})`);
     const server = await startFlightlogServer(lifecycle, { cli: CLI, cwd: ROOT, env: serverEnv });
-    const agents = {};
+    // filled for every side just below
+    const agents = /** @type {BySide<CreatedAgent>} */ ({});
     for (const side of CFG.sides) agents[side] = await createAgent(server, `bench ${side}`);
     const templates = await buildTemplates(agents.batch.agentId);
-    const sample = (side) => {
+    const sample = (/** @type {Side} */ side) => {
       const make = bodyMaker(side, templates);
       const bodies = Array.from({ length: templates.length }, make);
       return Math.round(bodies.reduce((sum, b) => sum + b.length, 0) / bodies.length);
     };
-    result.bodyGzipBytes = Object.fromEntries(CFG.sides.map((side) => [side, sample(side)]));
-    const t = templates[0];
+    result.bodyGzipBytes = /** @type {BySide<number>} */ (
+      Object.fromEntries(CFG.sides.map((side) => [side, sample(side)]))
+    );
+    const t = /** @type {Template} */ (templates[0]); // CFG.templates >= 1
     result.bodyBytes = {
       batch: Buffer.byteLength(t.batch),
       'otlp-protobuf': t.protobuf.length,
       'otlp-json': Buffer.byteLength(t.json),
     };
+    // both set just above
     console.log(
-      `   bodies (uncompressed / gzip): ${CFG.sides.map((s) => `${s} ${result.bodyBytes[s]} / ${result.bodyGzipBytes[s]} B`).join(', ')}`,
+      `   bodies (uncompressed / gzip): ${CFG.sides.map((s) => `${s} ${/** @type {MeasuredEngine} */ (result).bodyBytes[s]} / ${/** @type {MeasuredEngine} */ (result).bodyGzipBytes[s]} B`).join(', ')}`,
     );
 
-    const targets = Object.fromEntries(
-      CFG.sides.map((side) => [
-        side,
-        {
+    const targets = /** @type {BySide<Target>} */ (
+      Object.fromEntries(
+        CFG.sides.map((side) => [
           side,
-          base: server.base,
-          pid: server.child.pid,
-          url: `${server.base}${side === 'batch' ? '/v1/traces/batch' : '/v1/otlp/v1/traces'}`,
-          headers: {
-            authorization: `Bearer ${agents[side].apiKey}`,
-            'content-type': CONTENT_TYPE[side],
-            'content-encoding': 'gzip',
-          },
-        },
-      ]),
+          /** @type {Target} */ ({
+            side,
+            base: server.base,
+            pid: /** @type {number} */ (server.child.pid), // a started server has one
+            url: `${server.base}${side === 'batch' ? '/v1/traces/batch' : '/v1/otlp/v1/traces'}`,
+            headers: {
+              authorization: `Bearer ${agents[side].apiKey}`,
+              'content-type': CONTENT_TYPE[side],
+              'content-encoding': 'gzip',
+            },
+          }),
+        ]),
+      )
     );
-    const pools = Object.fromEntries(
-      CFG.sides.map((side) => [side, new OneShotPool(bodyMaker(side, templates))]),
+    const pools = /** @type {BySide<OneShotPool<Buffer>>} */ (
+      Object.fromEntries(
+        CFG.sides.map((side) => [side, new OneShotPool(bodyMaker(side, templates))]),
+      )
     );
-    const estimate = Object.fromEntries(CFG.sides.map((side) => [side, 300]));
-    const sent = Object.fromEntries(CFG.sides.map((side) => [side, 0]));
+    /** requests/s: the fastest seen so far, to fill the next run's pool for */
+    const estimate = /** @type {BySide<number>} */ (
+      Object.fromEntries(CFG.sides.map((side) => [side, 300]))
+    );
+    /** requests answered 2xx */
+    const sent = /** @type {BySide<number>} */ (
+      Object.fromEntries(CFG.sides.map((side) => [side, 0]))
+    );
+    /**
+     * @param {Side} side
+     * @param {number} seconds
+     * @param {string} label
+     */
     const run = async (side, seconds, label) => {
       await pools[side].fill(Math.ceil(estimate[side] * seconds * 1.5) + 4 * CFG.connections);
       const r = await runSide(targets[side], pools[side], seconds);
@@ -467,24 +708,28 @@ async function benchEngine(engine) {
     if (CFG.warmupSeconds > 0)
       for (const side of CFG.sides) await run(side, CFG.warmupSeconds, 'warm-up');
     for (let round = 1; round <= CFG.rounds; round++) {
-      const entry = { round };
+      // the sides are filled in just below
+      const entry = /** @type {Round} */ ({ round });
       for (const side of CFG.sides) entry[side] = await run(side, CFG.seconds, `round ${round}`);
       result.rounds.push(entry);
     }
-    result.median = Object.fromEntries(
-      CFG.sides.map((side) => {
-        const runs = result.rounds.map((r) => r[side]);
-        return [
-          side,
-          {
-            spansPerSec: median(runs.map((r) => r.spansPerSec)),
-            requestsPerSec: median(runs.map((r) => r.requestsPerSec)),
-            p50Ms: median(runs.map((r) => r.p50Ms)),
-            p99Ms: median(runs.map((r) => r.p99Ms)),
-            serverCpuMsPerRequest: median(runs.map((r) => r.serverCpuMsPerRequest)),
-          },
-        ];
-      }),
+    result.median = /** @type {BySide<SideMedians>} */ (
+      Object.fromEntries(
+        CFG.sides.map((side) => {
+          const runs = result.rounds.map((r) => r[side]);
+          return [
+            side,
+            // CFG.rounds >= 1: only the CPU figure can be null in every round
+            {
+              spansPerSec: /** @type {number} */ (median(runs.map((r) => r.spansPerSec))),
+              requestsPerSec: /** @type {number} */ (median(runs.map((r) => r.requestsPerSec))),
+              p50Ms: /** @type {number} */ (median(runs.map((r) => r.p50Ms))),
+              p99Ms: /** @type {number} */ (median(runs.map((r) => r.p99Ms))),
+              serverCpuMsPerRequest: median(runs.map((r) => r.serverCpuMsPerRequest)),
+            },
+          ];
+        }),
+      )
     );
     result.ratios = {};
     for (const side of CFG.sides.filter((s) => s !== 'batch'))
@@ -508,7 +753,8 @@ async function benchEngine(engine) {
       serverEnv,
       CFG.sides.map((side) => agents[side].agentId),
     );
-    result.stored = {};
+    // filled for every side just below
+    result.stored = /** @type {BySide<{ events: number, expected: number }>} */ ({});
     for (const side of CFG.sides) {
       const events = stored[agents[side].agentId] ?? 0;
       const expected = sent[side] * CFG.spansPerTrace;
@@ -517,8 +763,10 @@ async function benchEngine(engine) {
     }
     return result;
   } catch (error) {
-    console.error(`\n!!! ${engine.toUpperCase()} BENCHMARK FAILED: ${error?.stack ?? error}`);
-    return { ...result, error: String(error?.message ?? error) };
+    console.error(
+      `\n!!! ${engine.toUpperCase()} BENCHMARK FAILED: ${/** @type {Thrown} */ (error)?.stack ?? error}`,
+    );
+    return { ...result, error: String(/** @type {Thrown} */ (error)?.message ?? error) };
   } finally {
     await lifecycle.runCleanupsFrom(mark);
   }
@@ -527,8 +775,13 @@ async function benchEngine(engine) {
 // ---------------------------------------------------------------------------------------------
 // Report.
 
-const n = (x, digits = 0) => (x === null || x === undefined ? 'n/a' : x.toFixed(digits));
+const n = (/** @type {number | null | undefined} */ x, digits = 0) =>
+  x === null || x === undefined ? 'n/a' : x.toFixed(digits);
 
+/**
+ * @param {EngineResult[]} results
+ * @param {MachineInfo} meta
+ */
 function report(results, meta) {
   const rows = [
     ['engine', 'side', 'spans/s', 'req/s', 'p50 ms', 'p99 ms', 'CPU ms/req', 'vs batch'],
@@ -543,9 +796,10 @@ function report(results, meta) {
       notes.push(`${r.engine}: FAILED (${r.error})`);
       continue;
     }
+    // with medians, the engine was measured: every figure is there
     for (const side of CFG.sides) {
       const m = r.median[side];
-      const ratio = r.ratios[side];
+      const ratio = /** @type {MeasuredEngine} */ (r).ratios[side];
       rows.push([
         r.engine,
         `${side} MEDIAN`,
@@ -557,7 +811,7 @@ function report(results, meta) {
         ratio ? n(ratio.ofMedians, 2) : '(baseline)',
       ]);
     }
-    for (const [side, ratio] of Object.entries(r.ratios))
+    for (const [side, ratio] of Object.entries(/** @type {MeasuredEngine} */ (r).ratios))
       notes.push(
         `${r.engine}: ${side} spans/s over batch events/s = ${n(ratio.ofMedians, 2)} ` +
           `(per round ${ratio.perRound.map((x) => n(x, 2)).join(', ')})` +
@@ -566,10 +820,10 @@ function report(results, meta) {
             : ''),
       );
     notes.push(
-      `${r.engine}: load average ${r.loadAvgBefore.join(' ')} before, ${r.loadAvgAfter.join(' ')} after; ` +
-        `stored ${CFG.sides.map((s) => `${s} ${r.stored[s].events}/${r.stored[s].expected}`).join(', ')}`,
+      `${r.engine}: load average ${/** @type {MeasuredEngine} */ (r).loadAvgBefore.join(' ')} before, ${/** @type {MeasuredEngine} */ (r).loadAvgAfter.join(' ')} after; ` +
+        `stored ${CFG.sides.map((s) => `${s} ${/** @type {MeasuredEngine} */ (r).stored[s].events}/${/** @type {MeasuredEngine} */ (r).stored[s].expected}`).join(', ')}`,
     );
-    for (const w of r.warnings) notes.push(`${r.engine}: !!! ${w}`);
+    for (const w of /** @type {MeasuredEngine} */ (r).warnings) notes.push(`${r.engine}: !!! ${w}`);
   }
   console.log(
     `\nFlightlog OTLP benchmark — ${meta.date}, node ${meta.node}, ${meta.cpuModel} x ${meta.cores}\n` +
@@ -582,13 +836,15 @@ function report(results, meta) {
 
 async function main() {
   if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run npm run build first`);
-  const meta = machineInfo(ROOT);
+  // and, at the end, how long the run took
+  const meta = /** @type {MachineInfo & { totalSeconds?: number }} */ (machineInfo(ROOT));
   console.log(
     `Flightlog OTLP benchmark: engines ${CFG.engines.join(', ')}; sides ${CFG.sides.join(', ')}; ` +
       `${CFG.rounds} rounds x ${CFG.seconds} s per side (+ ${CFG.warmupSeconds} s warm-up); ` +
       `planned ~${CFG.plannedSeconds} s, timeout ${CFG.timeoutSeconds} s`,
   );
   const started = performance.now();
+  /** @type {EngineResult[]} */
   const results = [];
   for (const engine of CFG.engines) results.push(await benchEngine(engine));
   meta.totalSeconds = Math.round((performance.now() - started) / 100) / 10;

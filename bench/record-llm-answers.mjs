@@ -33,12 +33,24 @@ const endpoint = {
 };
 
 const { LABELLED_RUNS } = await loadLabelledSet();
-const { LlmAnalyzer } = await import(join(SERVER_DIST, 'analysis/llm-analyzer.js'));
-const { HeuristicAnalyzer } = await import(join(SERVER_DIST, 'analysis/heuristic-analyzer.js'));
-const { requestChatCompletion } = await import(join(SERVER_DIST, 'analysis/chat-completions.js'));
+// the built server's modules, typed by their declarations next to them
+const { LlmAnalyzer } =
+  /** @type {typeof import('../packages/server/dist/analysis/llm-analyzer.js')} */ (
+    await import(join(SERVER_DIST, 'analysis/llm-analyzer.js'))
+  );
+const { HeuristicAnalyzer } =
+  /** @type {typeof import('../packages/server/dist/analysis/heuristic-analyzer.js')} */ (
+    await import(join(SERVER_DIST, 'analysis/heuristic-analyzer.js'))
+  );
+const { requestChatCompletion } =
+  /** @type {typeof import('../packages/server/dist/analysis/chat-completions.js')} */ (
+    await import(join(SERVER_DIST, 'analysis/chat-completions.js'))
+  );
 
 const named = process.argv.slice(2);
-const file = JSON.parse(readFileSync(RECORDED_ANSWERS_FILE, 'utf8'));
+const file = /** @type {import('./labelled-set.mjs').RecordedAnswers} */ (
+  JSON.parse(readFileSync(RECORDED_ANSWERS_FILE, 'utf8'))
+);
 const chosen = LABELLED_RUNS.filter((c) =>
   named.length > 0 ? named.includes(c.id) : c.shape !== 'prompt injection',
 );

@@ -4,13 +4,54 @@
 
 import { textTable } from './support.mjs';
 
-const num = (x) => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+/** @typedef {import('./support.mjs').Percentiles} Percentiles */
+
+// A figure as read from a result file: a finite number, else null (absent, failed, NaN).
+const num = (/** @type {unknown} */ x) => (typeof x === 'number' && Number.isFinite(x) ? x : null);
+/**
+ * Both figures are num()'s (the casts: num() does not narrow its argument).
+ * @param {number | null} value
+ * @param {number | null} baseline
+ */
 const ratioOf = (value, baseline) =>
-  num(value) !== null && num(baseline) !== null && baseline > 0.05 ? value / baseline : null;
+  num(value) !== null && num(baseline) !== null && /** @type {number} */ (baseline) > 0.05
+    ? /** @type {number} */ (value) / /** @type {number} */ (baseline)
+    : null;
+
+/**
+ * A row as a summariser states it: what it left out is null in the row.
+ * @typedef {object} RowSpec
+ * @property {string} benchmark
+ * @property {string} figure
+ * @property {number | null} [value]
+ * @property {string} [unit]
+ * @property {number | null} [baseline]
+ * @property {string} [baselineLabel]
+ * @property {string} [target]
+ * @property {(value: number) => boolean} [meets]
+ * @property {string} [note]
+ */
+
+/**
+ * A row of the summary (and of latest.json's `summary`).
+ * @typedef {object} SummaryRow
+ * @property {string} benchmark
+ * @property {string} figure
+ * @property {number | null} value
+ * @property {string | undefined} unit
+ * @property {number | null} baseline
+ * @property {string | null} baselineLabel
+ * @property {number | null} ratio value / baseline
+ * @property {string | null} target
+ * @property {boolean | null} met
+ * @property {string} [note]
+ */
 
 /**
  * A summary row. `meets(value)` decides the target (null: no target, or no value). Figures a
  * benchmark did not produce keep a row with value null and `met: null`, plus `note`.
+ * @param {RowSpec} spec
+ * @returns {SummaryRow}
  */
 function row({ benchmark, figure, value, unit, baseline, baselineLabel, target, meets, note }) {
   const v = num(value);
@@ -28,24 +69,78 @@ function row({ benchmark, figure, value, unit, baseline, baselineLabel, target, 
   };
 }
 
+/** @type {Record<string, string>} */
 const ENGINE_LABEL = {
   postgres: 'PostgreSQL',
   pglite: 'PGlite',
   'pglite-process-crash': 'PGlite process-crash',
 };
+/** @type {Record<string, string>} */
 const DB_BASELINE = {
   postgres: '(b) PostgreSQL, 1 statement',
   pglite: '(c) PGlite, 1 statement',
   'pglite-process-crash': '(c) PGlite process-crash, 1 statement',
 };
 
+/**
+ * One side of an ingest mix (service, naive server, bare HTTP, database alone): medians of the
+ * rounds.
+ * @typedef {object} IngestSide
+ * @property {number} batchesPerSec
+ * @property {{ server: number | null }} [cpuUsPerBatch] µs of CPU per batch, the server's
+ */
+
+/**
+ * An ingest mix's sides (`naive` since the naive baseline came in).
+ * @typedef {{ service: IngestSide, naive?: IngestSide, http: IngestSide, db: IngestSide }}
+ *   IngestMedians
+ */
+
+/**
+ * A mix measured: its medians, with the ratios worked out from the rounds.
+ * @typedef {object} IngestMeasuredMix
+ * @property {string} [description]
+ * @property {IngestMedians} median
+ * @property {{ serverCpuVsNaive?: number | null }} ratios with a naive side
+ * @property {{ rate: number, paced?: { p99Ms: number | null } }} [halfRate]
+ * @property {number} [serverRssPeakBytes]
+ * @property {number} [serverRssAtEndBytes]
+ */
+
+/**
+ * A mix that failed: its error, no figures.
+ * @typedef {{ description?: string, error: string, median?: undefined, halfRate?: undefined }}
+ *   IngestFailedMix
+ */
+
+/**
+ * An engine of ingest-latest.json: skipped, or its mixes (and `error` if it stopped early).
+ * @typedef {object} IngestEngine
+ * @property {string} [skipped]
+ * @property {string} [error]
+ * @property {Record<string, IngestMeasuredMix | IngestFailedMix>} [mixes] by mix name
+ */
+
+/**
+ * What the summary reads of ingest-latest.json. `targetRssBytes` was one number before the
+ * naive baseline came in, then one per engine.
+ * @typedef {object} IngestResult
+ * @property {{ targetRatio?: number, targetP99Ms?: number,
+ *   targetRssBytes?: number | Record<string, number> }} [config]
+ * @property {Record<string, IngestEngine>} [engines]
+ * @property {Record<string, { service: { powerLoss: number, processCrash: number } }>}
+ *   [pgliteFsyncCost] by mix, with BENCH_ENGINES=...,pglite,pglite-process-crash
+ */
+
+/** @param {IngestResult} json */
 function ingestRows(json) {
+  /** @type {SummaryRow[]} */
   const rows = [];
   const benchmark = 'ingest';
   const targetRatio = json.config?.targetRatio ?? 0.8;
   const targetP99 = json.config?.targetP99Ms ?? 50;
   // per engine since the naive baseline came in; a number before
-  const targetRssOf = (engine) =>
+  const targetRssOf = (/** @type {string} */ engine) =>
     typeof json.config?.targetRssBytes === 'number'
       ? json.config.targetRssBytes
       : (json.config?.targetRssBytes?.[engine] ?? 250e6);
@@ -103,7 +198,8 @@ function ingestRows(json) {
             baselineLabel: '(d) naive server, same statement',
             target: 'ratio <= 1.5',
             // the median of the rounds' ratios (paired), which value / baseline is not
-            meets: () => m.ratios.serverCpuVsNaive <= 1.5,
+            // (there with a naive side; the cast only says so)
+            meets: () => /** @type {number} */ (m.ratios.serverCpuVsNaive) <= 1.5,
             note: `median of the rounds' ratios ${m.ratios.serverCpuVsNaive?.toFixed(2)}`,
           }),
         );
@@ -136,7 +232,34 @@ function ingestRows(json) {
   return rows;
 }
 
+/**
+ * @typedef {object} LiveReplay a replay of the last 1000 messages to a new stream
+ * @property {number | null} [medianMs]
+ */
+
+/**
+ * A bus of live-latest.json: skipped, or its delivery, replay and idle-stream figures.
+ * @typedef {object} LiveBus
+ * @property {string} [skipped]
+ * @property {string} [error]
+ * @property {{ service?: { fromReply?: Percentiles }, baseline?: { fromReply?: Percentiles } }}
+ *   [delivery] ms from the 202 to the message on the stream
+ * @property {{ service?: LiveReplay, serviceRaisedCap?: LiveReplay, baseline?: LiveReplay }}
+ *   [replay] `serviceRaisedCap`: again with a 64 MiB queue cap, when the default cut it
+ * @property {{ service: { kibPerStream: number }, baseline: { kibPerStream: number } }} [idle]
+ *   memory per idle stream (KiB), both sides
+ */
+
+/**
+ * What the summary reads of live-latest.json.
+ * @typedef {object} LiveResult
+ * @property {{ targets?: { p99Ms: number, replayMs: number, idleKiB: number } }} [config]
+ * @property {Record<string, LiveBus>} [buses] by bus: memory, redis
+ */
+
+/** @param {LiveResult} json */
 function liveRows(json) {
+  /** @type {SummaryRow[]} */
   const rows = [];
   const benchmark = 'live';
   const t = json.config?.targets ?? { p99Ms: 50, replayMs: 250, idleKiB: 30 };
@@ -196,6 +319,14 @@ function liveRows(json) {
   return rows;
 }
 
+/**
+ * What the summary reads of client-latest.json.
+ * @typedef {object} ClientResult
+ * @property {{ library: string, callNsMedian: number }[]} [record] ours first, then the peers
+ * @property {{ longestStallMs?: number }[]} [stall] one per mode of flushing
+ */
+
+/** @param {ClientResult} json */
 function clientRows(json) {
   const benchmark = 'client';
   const [ours, ...peers] = json.record ?? [];
@@ -228,10 +359,33 @@ function clientRows(json) {
   return rows;
 }
 
+/**
+ * A labelled-set score, and one of its 10,000-event runs.
+ * @typedef {{ right: number, total: number }} AnalysisScore
+ * @typedef {{ events: number, medianMs: number, baselineMs: number, heapJustAfterBytes: number }}
+ *   AnalysisLargeRun
+ */
+
+/**
+ * What the summary reads of analysis-latest.json.
+ * @typedef {object} AnalysisResult
+ * @property {{ targetDelayMs?: number }} [config]
+ * @property {{ inProcessWorker?: { medianMs: number }, standAloneWorker?: { medianMs: number } }}
+ *   [delay] from a run's end to its autopsy, by worker
+ * @property {{ baseline?: { medianJobsPerSec: number }, oneWorker?: { medianJobsPerSec: number },
+ *   twoWorkers?: { medianJobsPerSec: number } }} [throughput]
+ * @property {{ heuristic?: AnalysisScore, llm?: AnalysisScore, large?: AnalysisLargeRun[],
+ *   targetLargeMs?: number }} [labelled]
+ */
+
+/** @param {AnalysisResult} json */
 function analysisRows(json) {
   const benchmark = 'analysis';
   const target = json.config?.targetDelayMs ?? 1000;
-  const delay = (key, label) =>
+  const delay = (
+    /** @type {keyof NonNullable<AnalysisResult['delay']>} */ key,
+    /** @type {string} */ label,
+  ) =>
     json.delay?.[key] &&
     row({
       benchmark,
@@ -241,7 +395,7 @@ function analysisRows(json) {
       target: `< ${target} ms`,
       meets: (v) => v < target,
     });
-  const jobs = (key, label) =>
+  const jobs = (/** @type {'oneWorker' | 'twoWorkers'} */ key, /** @type {string} */ label) =>
     json.throughput?.[key] &&
     row({
       benchmark,
@@ -252,7 +406,7 @@ function analysisRows(json) {
       baselineLabel: 'analyzer in-process, no queue',
     });
   const labelled = json.labelled;
-  const score = (key, label) =>
+  const score = (/** @type {'heuristic' | 'llm'} */ key, /** @type {string} */ label) =>
     labelled?.[key] &&
     row({
       benchmark,
@@ -265,36 +419,49 @@ function analysisRows(json) {
   // the slowest of the 10,000-event runs, next to a JSON round trip of the same run
   const slowest = labelled?.large?.reduce((a, b) => (b.medianMs > a.medianMs ? b : a));
   const largeTarget = labelled?.targetLargeMs ?? 200;
-  return [
-    delay('inProcessWorker', 'in-server worker'),
-    delay('standAloneWorker', 'stand-alone worker'),
-    jobs('oneWorker', '1 worker process'),
-    jobs('twoWorkers', '2 worker processes'),
-    score('heuristic', 'heuristic analyzer'),
-    score('llm', 'LLM analyzer, recorded answers'),
-    slowest &&
-      row({
-        benchmark,
-        figure: `analysis of a ${slowest.events.toLocaleString('en-US')}-event run (slowest labelled), median`,
-        value: slowest.medianMs,
-        unit: 'ms',
-        baseline: slowest.baselineMs,
-        baselineLabel: 'JSON round trip of the run',
-        target: `< ${largeTarget} ms`,
-        meets: (v) => v < largeTarget,
-      }),
-    slowest &&
-      row({
-        benchmark,
-        figure: 'heap used just after analysing it (retained: the autopsy)',
-        value: slowest.heapJustAfterBytes / 2 ** 20,
-        unit: 'MiB',
-      }),
-  ].filter(Boolean);
+  // (filter(Boolean) leaves the rows, which the cast says)
+  return /** @type {SummaryRow[]} */ (
+    [
+      delay('inProcessWorker', 'in-server worker'),
+      delay('standAloneWorker', 'stand-alone worker'),
+      jobs('oneWorker', '1 worker process'),
+      jobs('twoWorkers', '2 worker processes'),
+      score('heuristic', 'heuristic analyzer'),
+      score('llm', 'LLM analyzer, recorded answers'),
+      slowest &&
+        row({
+          benchmark,
+          figure: `analysis of a ${slowest.events.toLocaleString('en-US')}-event run (slowest labelled), median`,
+          value: slowest.medianMs,
+          unit: 'ms',
+          baseline: slowest.baselineMs,
+          baselineLabel: 'JSON round trip of the run',
+          target: `< ${largeTarget} ms`,
+          meets: (v) => v < largeTarget,
+        }),
+      slowest &&
+        row({
+          benchmark,
+          figure: 'heap used just after analysing it (retained: the autopsy)',
+          value: slowest.heapJustAfterBytes / 2 ** 20,
+          unit: 'MiB',
+        }),
+    ].filter(Boolean)
+  );
 }
 
+/**
+ * What the summary reads of dashboard-latest.json.
+ * @typedef {object} DashboardResult
+ * @property {{ browser?: Percentiles, plainSse?: Percentiles }} [live] ms from the 202
+ * @property {{ firstPaintMs: number, apiReadAllMs: number }} [bigRun] a 10,000-step run
+ * @property {{ runs: number, firstPageMs: number, rawSqlMs: number }} [runsList]
+ */
+
+/** @param {DashboardResult} json */
 function dashboardRows(json) {
   const benchmark = 'dashboard';
+  /** @type {SummaryRow[]} */
   const rows = [];
   if (json.live)
     rows.push(
@@ -338,10 +505,32 @@ function dashboardRows(json) {
   return rows;
 }
 
+/**
+ * An instrumented client call, wrapped and not, per call.
+ * @typedef {object} InstrumentationScenario
+ * @property {string} name
+ * @property {string} transport `sdk`: the SDK's fetch answers from memory
+ * @property {number} wrappedUsPerCall
+ * @property {number} plainUsPerCall
+ * @property {number} ratio the median of paired batch differences, wrapped / unwrapped
+ * @property {number} instrumentationCpuUsPerCall
+ * @property {number} [baselineInstrumentationCpuUsPerCall] of a baseline build, same run
+ * @property {number} [overheadCpuUsPerCall]
+ */
+
+/**
+ * What the summary reads of instrumentations-latest.json.
+ * @typedef {object} InstrumentationsResult
+ * @property {InstrumentationScenario[]} [scenarios]
+ * @property {{ before?: number[] }} [loadAverage]
+ */
+
+/** @param {InstrumentationsResult} json */
 function instrumentationsRows(json) {
   const benchmark = 'instrumentations';
   const scenarios = json.scenarios ?? [];
   if (scenarios.length === 0) return [row({ benchmark, figure: 'instrumentations: not measured' })];
+  /** @type {SummaryRow[]} */
   const rows = [];
   const load = json.loadAverage?.before;
   for (const s of scenarios) {
@@ -383,7 +572,28 @@ function instrumentationsRows(json) {
   return rows;
 }
 
+/** @typedef {'batch' | 'otlp-protobuf' | 'otlp-json'} OtlpSide the same spans, three ways */
+
+/**
+ * An engine of otlp-latest.json: skipped, or the medians of its sides.
+ * @typedef {object} OtlpEngine
+ * @property {string} [skipped]
+ * @property {string} [error]
+ * @property {{ [side in OtlpSide]?: { spansPerSec: number } }} [median]
+ * @property {number[]} [loadAvgBefore]
+ * @property {number[]} [loadAvgAfter]
+ */
+
+/**
+ * What the summary reads of otlp-latest.json.
+ * @typedef {object} OtlpResult
+ * @property {{ targetRatio?: number, spansPerTrace?: number }} [config]
+ * @property {Record<string, OtlpEngine>} [engines]
+ */
+
+/** @param {OtlpResult} json */
 function otlpRows(json) {
+  /** @type {SummaryRow[]} */
   const rows = [];
   const benchmark = 'otlp';
   const targetRatio = json.config?.targetRatio ?? 0.8;
@@ -395,10 +605,10 @@ function otlpRows(json) {
       continue;
     }
     const baseline = r.median.batch?.spansPerSec;
-    for (const [side, encoding] of [
+    for (const [side, encoding] of /** @type {const} */ ([
       ['otlp-protobuf', 'protobuf'],
       ['otlp-json', 'JSON'],
-    ]) {
+    ])) {
       const m = r.median[side];
       if (!m) continue;
       rows.push(
@@ -412,7 +622,8 @@ function otlpRows(json) {
           ...(side === 'otlp-protobuf'
             ? {
                 target: `ratio >= ${targetRatio}`,
-                meets: (v) => v / baseline >= targetRatio,
+                // (without a batch side NaN, which misses, as in JS: the cast only says so)
+                meets: (v) => v / /** @type {number} */ (baseline) >= targetRatio,
                 note: `load average ${r.loadAvgBefore?.[0]}–${r.loadAvgAfter?.[0]} during the run`,
               }
             : {}),
@@ -423,6 +634,21 @@ function otlpRows(json) {
   return rows;
 }
 
+/**
+ * One or two instances: the medians of the rounds.
+ * @typedef {{ batchesPerSec: number, cpuMsPerBatch?: { instanceA: number, postgres: number } }}
+ *   ScaleOutSide
+ */
+
+/**
+ * What the summary reads of scale-out-latest.json.
+ * @typedef {object} ScaleOutResult
+ * @property {{ mix?: string }} [config]
+ * @property {{ one?: ScaleOutSide, two?: ScaleOutSide }} [summary]
+ * @property {{ streams?: { missing: number }[] }} [live] a live stream on each instance
+ */
+
+/** @param {ScaleOutResult} json */
 function scaleOutRows(json) {
   const benchmark = 'scale-out';
   const one = json.summary?.one;
@@ -459,6 +685,17 @@ function scaleOutRows(json) {
   ];
 }
 
+/**
+ * The result files the summary reads, by benchmark: bench/results/<name>-latest.json.
+ * @typedef {{ ingest: IngestResult, live: LiveResult, client: ClientResult,
+ *   analysis: AnalysisResult, instrumentations: InstrumentationsResult,
+ *   dashboard: DashboardResult, otlp: OtlpResult, 'scale-out': ScaleOutResult }} ResultFiles
+ * @typedef {keyof ResultFiles} BenchmarkName
+ * @typedef {ResultFiles[BenchmarkName]} ResultFile
+ * @typedef {Partial<ResultFiles>} Results the files of the benchmarks that produced one
+ */
+
+/** @type {{ [name in BenchmarkName]: (json: ResultFiles[name]) => SummaryRow[] }} */
 export const SUMMARISE = {
   ingest: ingestRows,
   live: liveRows,
@@ -473,13 +710,17 @@ export const SUMMARISE = {
 // ---------------------------------------------------------------------------------------------
 // Text.
 
-const fmt = (x, unit) => {
+const fmt = (/** @type {number | null} */ x, /** @type {string | undefined} */ unit) => {
   if (x === null || x === undefined) return 'n/a';
   const digits = Math.abs(x) >= 100 ? 0 : Math.abs(x) >= 10 ? 1 : 2;
   return `${x.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits })}${unit === '/s' ? '/s' : ` ${unit ?? ''}`}`.trim();
 };
 
-/** One summary row's cells: benchmark, figure, value, baseline, ratio, target, met. */
+/**
+ * One summary row's cells: benchmark, figure, value, baseline, ratio, target, met.
+ * @param {SummaryRow} r
+ * @param {string} missed
+ */
 function summaryCells(r, missed) {
   return [
     r.benchmark,
@@ -492,6 +733,7 @@ function summaryCells(r, missed) {
   ];
 }
 
+/** @param {SummaryRow[]} rows */
 export function summaryTable(rows) {
   const table = [['benchmark', 'figure', 'value', 'baseline', 'ratio', 'target', 'met?']];
   for (const r of rows) table.push(summaryCells(r, 'MISSED'));
@@ -499,9 +741,12 @@ export function summaryTable(rows) {
   return `${textTable(table, (c) => c < 2 || c === 3 || c === 5)}${notes.length ? `\n${notes.join('\n')}` : ''}`;
 }
 
-/** The same summary as a Markdown table (bench/results/latest.md, pasted into the README). */
+/**
+ * The same summary as a Markdown table (bench/results/latest.md, pasted into the README).
+ * @param {SummaryRow[]} rows
+ */
 export function markdownTable(rows) {
-  const cell = (s) => String(s).replace(/\|/g, '\\|');
+  const cell = (/** @type {string} */ s) => String(s).replace(/\|/g, '\\|');
   const lines = [
     '| benchmark | figure | value | baseline | ratio | target | met? |',
     '| --- | --- | ---: | --- | ---: | --- | --- |',
@@ -514,21 +759,55 @@ export function markdownTable(rows) {
 // The chart: ingest throughput of the service and its baselines per engine and mix (bars, one
 // scale per mix), and p99 latencies against the 50 ms target.
 
-const esc = (s) =>
+const esc = (/** @type {string} */ s) =>
   String(s).replace(
     /[&<>"]/g,
-    (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' })[c],
+    // (c is one of the keys: the pattern matches nothing else)
+    (c) =>
+      /** @type {string} */ (
+        /** @type {Record<string, string>} */ ({
+          '&': '&amp;',
+          '<': '&lt;',
+          '>': '&gt;',
+          '"': '&quot;',
+        })[c]
+      ),
   );
 const COLORS = { service: '#2563eb', http: '#9ca3af', db: '#f59e0b', target: '#dc2626' };
 
+/**
+ * What the chart reads of latest.json.
+ * @typedef {object} Latest
+ * @property {string} [date]
+ * @property {boolean} [quick]
+ * @property {{ cpuModel?: string, cores?: number, node?: string, platform?: string }} [machine]
+ * @property {Results} [results]
+ */
+
+/** @typedef {IngestEngine & { mixes: NonNullable<IngestEngine['mixes']> }} IngestEngineWithMixes */
+
+/** @param {Latest} latest */
 export function renderSvg(latest) {
   const W = 760;
   const labelW = 250;
   const barMax = W - labelW - 150;
+  /** @type {string[]} */
   const parts = [];
   let y = 28;
+  /**
+   * @param {number} x
+   * @param {number} ty
+   * @param {string} s
+   */
   const text = (x, ty, s, attrs = '') =>
     parts.push(`<text x="${+x.toFixed(1)}" y="${ty}"${attrs ? ` ${attrs}` : ''}>${esc(s)}</text>`);
+  /**
+   * @param {number} ty
+   * @param {number} width
+   * @param {string} color
+   * @param {string} label
+   * @param {string} value
+   */
   const bar = (ty, width, color, label, value) => {
     text(labelW - 8, ty + 11, label, 'text-anchor="end"');
     parts.push(
@@ -541,7 +820,9 @@ export function renderSvg(latest) {
 
   // Ingest throughput.
   const ingest = latest.results?.ingest;
-  const engines = Object.entries(ingest?.engines ?? {}).filter(([, r]) => r.mixes);
+  const engines = /** @type {[string, IngestEngineWithMixes][]} */ (
+    Object.entries(ingest?.engines ?? {}).filter(([, r]) => r.mixes)
+  );
   const mixes = [...new Set(engines.flatMap(([, r]) => Object.keys(r.mixes)))];
   text(
     12,
@@ -551,7 +832,9 @@ export function renderSvg(latest) {
   );
   y += 10;
   for (const mix of mixes) {
-    const sets = engines.map(([engine, r]) => [engine, r.mixes[mix]?.median]).filter(([, m]) => m);
+    const sets = /** @type {[string, IngestMedians][]} */ (
+      engines.map(([engine, r]) => [engine, r.mixes[mix]?.median]).filter(([, m]) => m)
+    );
     const max = Math.max(
       ...sets.flatMap(([, m]) => [m.service, m.http, m.db].map((s) => s.batchesPerSec ?? 0)),
       1,
@@ -560,17 +843,22 @@ export function renderSvg(latest) {
     text(
       12,
       y,
-      `${mix} batches: ${ingest.engines[sets[0]?.[0]]?.mixes?.[mix]?.description ?? ''}`,
+      // (ingest and its engines are there: a mix came from them; a missing set reads undefined)
+      `${mix} batches: ${
+        /** @type {{ engines: Record<string, IngestEngine> }} */ (ingest).engines[
+          /** @type {string} */ (sets[0]?.[0])
+        ]?.mixes?.[mix]?.description ?? ''
+      }`,
       'font-style="italic"',
     );
     y += 6;
     for (const [engine, m] of sets) {
       const name = ENGINE_LABEL[engine] ?? engine;
-      for (const [side, label] of [
+      for (const [side, label] of /** @type {const} */ ([
         ['service', `${name}: service`],
         ['db', `${name}: ${engine === 'postgres' ? '(b)' : '(c)'} database only`],
         ['http', `${name}: (a) bare node:http`],
-      ]) {
+      ])) {
         const v = m[side].batchesPerSec ?? 0;
         const ratio =
           side === 'service' ? '' : ` (service ${(m.service.batchesPerSec / v).toFixed(2)}x)`;
@@ -582,19 +870,22 @@ export function renderSvg(latest) {
   }
 
   // p99 latencies vs the target.
+  /** @type {[label: string, ms: number][]} */
   const lat = [];
   for (const [engine, r] of engines)
     for (const [mix, m] of Object.entries(r.mixes))
       if (num(m.halfRate?.paced?.p99Ms) !== null)
         lat.push([
           `ingest ${ENGINE_LABEL[engine] ?? engine} ${mix}, half rate`,
-          m.halfRate.paced.p99Ms,
+          // (num() above: the figure is there)
+          /** @type {{ paced: { p99Ms: number } }} */ (m.halfRate).paced.p99Ms,
         ]);
   for (const [bus, r] of Object.entries(latest.results?.live?.buses ?? {}))
     if (num(r.delivery?.service?.fromReply?.p99) !== null)
       lat.push([
         `live ${bus === 'memory' ? 'in-process' : bus} bus delivery`,
-        r.delivery.service.fromReply.p99,
+        /** @type {{ service: { fromReply: { p99: number } } }} */ (r.delivery).service.fromReply
+          .p99,
       ]);
   const target = 50;
   y += 20;
@@ -619,7 +910,7 @@ export function renderSvg(latest) {
   text(tx + 3, top - 6, `${target} ms`, `fill="${COLORS.target}"`);
 
   // Caption.
-  const m = latest.machine ?? {};
+  const m = /** @type {NonNullable<Latest['machine']>} */ (latest.machine ?? {});
   y += 22;
   text(
     12,

@@ -25,16 +25,34 @@ import { fileURLToPath } from 'node:url';
 import { SUMMARISE, markdownTable, renderSvg, summaryTable } from './report.mjs';
 import { envNumber, machineInfo, writeJsonAtomic } from './support.mjs';
 
+/**
+ * @typedef {import('./report.mjs').BenchmarkName} BenchmarkName
+ * @typedef {import('./report.mjs').ResultFile} ResultFile
+ * @typedef {import('./report.mjs').Results} Results
+ * @typedef {import('./report.mjs').SummaryRow} SummaryRow
+ */
+
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const RESULTS = join(ROOT, 'bench/results');
-const QUICK = ['1', 'true', 'yes'].includes(process.env.BENCH_QUICK?.trim().toLowerCase());
+const QUICK = /** @type {(string | undefined)[]} */ (['1', 'true', 'yes']).includes(
+  process.env.BENCH_QUICK?.trim().toLowerCase(),
+);
 const REPORT_ONLY = process.argv.includes('--report-only');
 const SUITE_TIMEOUT = envNumber('BENCH_SUITE_TIMEOUT_SECONDS', 1200, 60, 7200);
+
+/**
+ * A benchmark of the suite, bench/<name>.mjs, with its BENCH_* variables by kind of run.
+ * @typedef {object} Benchmark
+ * @property {BenchmarkName} name
+ * @property {Record<string, string>} defaults
+ * @property {Record<string, string>} quick for a smoke run (BENCH_QUICK)
+ */
 
 /**
  * The benchmarks, in order, with the suite's defaults (chosen so the whole suite stays under
  * 15 minutes on a 2-core machine: ~5 min ingest, ~1.5 min live, ~0.7 min client, ~1.5 min
  * analysis, ~2.5 min otlp, ~1.5 min scale-out) and the quick smoke-run settings.
+ * @type {Benchmark[]}
  */
 const BENCHMARKS = [
   {
@@ -87,10 +105,14 @@ const only = process.env.BENCH_ONLY?.trim()
   : null;
 const selected = BENCHMARKS.filter((b) => !only || only.includes(b.name));
 
-/** The environment of one benchmark: BENCH_<NAME>_<KNOB> over BENCH_<KNOB> over the defaults. */
+/**
+ * The environment of one benchmark: BENCH_<NAME>_<KNOB> over BENCH_<KNOB> over the defaults.
+ * @param {Benchmark} bench
+ */
 function envFor(bench) {
   const env = { ...process.env };
   const prefix = `BENCH_${bench.name.toUpperCase().replaceAll('-', '_')}_`;
+  /** @type {Record<string, string | undefined>} */
   const own = {};
   for (const [name, value] of Object.entries(process.env))
     if (name.startsWith(prefix)) own[`BENCH_${name.slice(prefix.length)}`] = value;
@@ -111,8 +133,10 @@ function envFor(bench) {
   return { env, knobs };
 }
 
+/** @type {import('node:child_process').ChildProcess | undefined} */
 let current;
 let stopping = false;
+/** @param {string} reason */
 function stopCurrent(reason) {
   if (stopping) return;
   stopping = true;
@@ -122,6 +146,13 @@ function stopCurrent(reason) {
 process.on('SIGINT', () => stopCurrent('interrupted')); // the child gets the terminal's SIGINT too
 process.on('SIGTERM', () => stopCurrent('terminated'));
 
+/** @typedef {{ code: number | null, signal: NodeJS.Signals | null }} Exit */
+
+/**
+ * @param {Benchmark} bench
+ * @param {NodeJS.ProcessEnv} env
+ * @returns {Promise<Exit>}
+ */
 function runBenchmark(bench, env) {
   return new Promise((resolve) => {
     const child = spawn(process.execPath, [join(ROOT, 'bench', `${bench.name}.mjs`)], {
@@ -137,20 +168,52 @@ function runBenchmark(bench, env) {
   });
 }
 
-/** When a result was measured: benchmarks write it at the top or in their machine record. */
-const measuredAt = (json) => json.date ?? json.measuredAt ?? json.machine?.date;
+/**
+ * When a result was measured: benchmarks write it at the top or in their machine record.
+ * @typedef {{ date?: string, measuredAt?: string, machine?: { date?: string } }} Measured
+ */
+const measuredAt = (/** @type {Measured} */ json) =>
+  json.date ?? json.measuredAt ?? json.machine?.date;
 
+/**
+ * A benchmark's result file, and whether it was written since `since` (ms since the epoch).
+ * @param {BenchmarkName} name
+ * @param {number} [since]
+ * @returns {{ json: null, fresh: false } | { json: ResultFile & Measured, fresh: boolean }}
+ */
 function readResult(name, since) {
   const file = join(RESULTS, `${name}-latest.json`);
   if (!existsSync(file)) return { json: null, fresh: false };
-  const json = JSON.parse(readFileSync(file, 'utf8'));
+  const json = /** @type {ResultFile & Measured} */ (JSON.parse(readFileSync(file, 'utf8')));
   const date = Date.parse(measuredAt(json) ?? '');
   return { json, fresh: since === undefined || date >= since };
 }
 
+/**
+ * What the suite records of one benchmark (latest.json's `runs`): run, rebuilt from its file
+ * (--report-only), or skipped.
+ * @typedef {object} RunRecord
+ * @property {BenchmarkName} name
+ * @property {boolean} [reportOnly]
+ * @property {string} [measuredAt]
+ * @property {string} [skipped]
+ * @property {Record<string, string | undefined>} [knobs]
+ * @property {number} [seconds]
+ * @property {Exit} [exit]
+ * @property {boolean} [resultFresh]
+ */
+
+/**
+ * Each benchmark's own file under its name. The types cannot pair a name held in a variable with
+ * its file: hence the casts where a summariser is picked by name and where `latest` takes them.
+ * @typedef {Partial<Record<BenchmarkName, ResultFile & Measured>>} ResultsByName
+ */
+
 async function main() {
   const started = performance.now();
+  /** @type {RunRecord[]} */
   const runs = [];
+  /** @type {ResultsByName} */
   const results = {};
   const watchdog = setTimeout(
     () => stopCurrent(`SUITE TIMED OUT after ${SUITE_TIMEOUT} s`),
@@ -176,6 +239,7 @@ async function main() {
     const exit = await runBenchmark(bench, env);
     const seconds = Math.round((Date.now() - t0) / 100) / 10;
     const { json, fresh } = readResult(bench.name, t0);
+    /** @type {RunRecord} */
     const run = { name: bench.name, knobs, seconds, exit, resultFresh: fresh };
     if (fresh) results[bench.name] = json;
     else console.error(`\n!!! ${bench.name} wrote no result (exit ${JSON.stringify(exit)})`);
@@ -183,7 +247,11 @@ async function main() {
   }
   clearTimeout(watchdog);
 
-  const summary = Object.entries(results).flatMap(([name, json]) => SUMMARISE[name](json));
+  const summary = Object.entries(results).flatMap(([name, json]) =>
+    /** @type {(json: ResultFile) => SummaryRow[]} */ (
+      SUMMARISE[/** @type {BenchmarkName} */ (name)]
+    )(json),
+  );
   const missing = runs.filter((r) => !results[r.name]).map((r) => r.name);
   const meta = machineInfo(ROOT);
   const latest = {
@@ -206,10 +274,10 @@ async function main() {
       met: summary.filter((r) => r.met === true).length,
       missed: summary.filter((r) => r.met === false).map((r) => `${r.benchmark}: ${r.figure}`),
     },
-    results,
+    results: /** @type {Results} */ (results),
   };
   // A report rebuilt from runs made at different times says when each was made.
-  const whenMeasured = (byName) =>
+  const whenMeasured = (/** @type {ResultsByName} */ byName) =>
     Object.entries(byName)
       .map(([name, json]) => `${name} ${measuredAt(json) ?? '?'}`)
       .join(', ');

@@ -36,7 +36,14 @@ const REPEAT = Number(process.env.BENCH_REPEAT ?? 7);
 const DATABASE_URL = process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
 const AGENT = 'bench-agent';
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+/**
+ * @typedef {import('../packages/server/dist/store/sql-client.js').SqlClient} SqlClient
+ * @typedef {import('../packages/server/dist/store/trace-store.js').TraceFilters} TraceFilters
+ */
+
+// (of a non-empty list: BENCH_REPEAT timings)
+const median = (/** @type {number[]} */ xs) =>
+  /** @type {number} */ ([...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
 
 /** Every run's columns from `i` (1..n), for one INSERT … SELECT … FROM generate_series. */
 const RUN_COLUMNS = `
@@ -56,6 +63,11 @@ const RUN_COLUMNS = `
   ((i % 1000) * 0.000013)::numeric AS total_cost_usd,
   ((i % 5000) * 1000 + 5000)::numeric AS total_lamports`;
 
+/**
+ * @param {string} idPrefix
+ * @param {string} agentSql the agent_id column, as SQL
+ * @param {number} n
+ */
 function insertRuns(idPrefix, agentSql, n) {
   return `
 INSERT INTO traces (id, agent_id, status, started_at, ended_at, duration_ms, input_summary,
@@ -70,8 +82,15 @@ SELECT '${idPrefix}' || lpad(i::text, 7, '0'), ${agentSql}, r.status, r.started_
 FROM generate_series(1, ${n}) AS i, LATERAL (SELECT ${RUN_COLUMNS}) AS r`;
 }
 
-/** A SqlClient that remembers the statements sent, so they can be explained as they ran. */
+/** @typedef {{ text: string, params: readonly unknown[] }} Statement */
+
+/**
+ * A SqlClient that remembers the statements sent, so they can be explained as they ran.
+ * @param {SqlClient} sql
+ * @returns {{ seen: Statement[], client: SqlClient }}
+ */
 function recording(sql) {
+  /** @type {Statement[]} */
   const seen = [];
   return {
     seen,
@@ -88,6 +107,49 @@ function recording(sql) {
   };
 }
 
+/**
+ * One query's figures: timings in ms, the server's summed over the statements it took.
+ * @typedef {object} QueryFigures
+ * @property {string} name
+ * @property {number} rows runs on the page, or runs in the stats
+ * @property {string | null} searchedTo where a search page stopped at its bound, before it was full
+ * @property {number} pages
+ * @property {number} wallMedianMs
+ * @property {number} wallMaxMs
+ * @property {number} statements
+ * @property {number} executionMs
+ * @property {number} planningMs
+ * @property {string} plan the plans' outlines
+ */
+
+/**
+ * What bench/results/runs-list-<engine>-latest.json holds.
+ * @typedef {object} RunsListResult
+ * @property {string} engine
+ * @property {number} runs
+ * @property {number} repeat
+ * @property {QueryFigures[]} queries
+ * @property {number} [loadMs] time to insert and analyse the runs
+ */
+
+/**
+ * What a case answers: a runs page (a walk's pages as one, with `pages`), or an agent's stats.
+ * @typedef {object} Answer
+ * @property {unknown[]} [traces]
+ * @property {string | null} [searchedTo]
+ * @property {number} [pages]
+ * @property {{ runs: number }} [totals]
+ */
+
+/** A decoded runs-list cursor, as listTraces takes it. */
+/** @typedef {[startedAt: string, id: string]} Cursor */
+
+/**
+ * Of an EXPLAIN (ANALYZE, FORMAT JSON): one statement's plan and times, and a node of the plan.
+ * @typedef {{ Plan: PlanNode, 'Execution Time': number, 'Planning Time': number }} Explained
+ * @typedef {{ 'Node Type': string, 'Index Name'?: string, Plans?: PlanNode[] }} PlanNode
+ */
+
 async function main() {
   const schema = `bench_runs_${randomBytes(4).toString('hex')}`;
   const location = ENGINE === 'pglite' ? {} : { databaseUrl: DATABASE_URL, databaseSchema: schema };
@@ -97,11 +159,16 @@ async function main() {
       await probe.connect();
       await probe.end();
     } catch (error) {
-      console.error(`!!! PostgreSQL is unreachable at ${DATABASE_URL}: ${error.message} !!!`);
+      console.error(
+        `!!! PostgreSQL is unreachable at ${DATABASE_URL}: ${
+          /** @type {Error} */ (error).message
+        } !!!`,
+      );
       process.exit(1);
     }
   }
   const store = await openStore({ ...location, poolSize: 2, statementTimeoutMs: 120_000 });
+  /** @type {RunsListResult} */
   const results = { engine: ENGINE, runs: RUNS, repeat: REPEAT, queries: [] };
   try {
     const started = performance.now();
@@ -128,14 +195,16 @@ async function main() {
     const { seen, client } = recording(store.sql);
     const traces = new TraceStore(client);
     const stats = new StatsStore(client);
-    const [needle] = await store.sql.query(
-      `SELECT substr(md5('${Math.floor(RUNS / 2)}'), 5, 10) AS q`,
+    // one row: a SELECT without FROM
+    const [needle] = /** @type {[{ q: string }]} */ (
+      await store.sql.query(`SELECT substr(md5('${Math.floor(RUNS / 2)}'), 5, 10) AS q`)
     );
     const tenDaysAgo = new Date(Date.now() - 10 * 86_400_000);
     const dayAfter = new Date(tenDaysAgo.getTime() + 86_400_000);
-    const list = (filters) => () => traces.listTraces(AGENT, { limit: 50, ...filters });
+    const list = (/** @type {TraceFilters} */ filters) => () =>
+      traces.listTraces(AGENT, { limit: 50, ...filters });
     /** Every page of a filtered walk (following nextCursor): its pages and runs, as one answer. */
-    const walk = async (filters) => {
+    const walk = async (/** @type {TraceFilters} */ filters) => {
       const found = [];
       let pages = 0;
       for (let after; ;) {
@@ -143,10 +212,14 @@ async function main() {
         pages++;
         found.push(...page.traces);
         if (!page.nextCursor) return { traces: found, pages };
-        after = JSON.parse(Buffer.from(page.nextCursor, 'base64url').toString());
+        after = /** @type {Cursor} */ (
+          JSON.parse(Buffer.from(page.nextCursor, 'base64url').toString())
+        );
       }
     };
+    /** @type {Cursor | undefined} */
     let slippageCursor;
+    /** @type {[name: string, run: () => Promise<Answer>][]} */
     const cases = [
       ['list, no filter', list({})],
       ['status=errored', list({ status: 'errored' })],
@@ -179,7 +252,12 @@ async function main() {
         async () => {
           if (!slippageCursor) {
             const first = await traces.listTraces(AGENT, { limit: 50, text: 'slippage' });
-            slippageCursor = JSON.parse(Buffer.from(first.nextCursor, 'base64url').toString());
+            // (slippage runs fill more than one page: there is a next one)
+            slippageCursor = /** @type {Cursor} */ (
+              JSON.parse(
+                Buffer.from(/** @type {string} */ (first.nextCursor), 'base64url').toString(),
+              )
+            );
           }
           return traces.listTraces(AGENT, { limit: 50, text: 'slippage', after: slippageCursor });
         },
@@ -199,16 +277,25 @@ async function main() {
       // once more, recorded (a walk sends one statement a page)
       seen.length = 0;
       await run();
+      /** @type {Explained[]} */
       const plans = [];
       for (const { text, params } of [...seen]) {
-        const [row] = await store.sql.query(
-          `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${text}`,
-          params,
+        // one row, of one column: the plan, as text or as JSON by engine
+        const [row] = /** @type {[Record<string, unknown>]} */ (
+          await store.sql.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${text}`, params)
         );
         const explained = Object.values(row)[0];
-        plans.push((typeof explained === 'string' ? JSON.parse(explained) : explained)[0]);
+        plans.push(
+          /** @type {[Explained]} */ (
+            typeof explained === 'string' ? JSON.parse(explained) : explained
+          )[0],
+        );
       }
-      const rows = answer.traces ? answer.traces.length : answer.totals.runs;
+      // (without traces, the answer is an agent's stats)
+      const rows = answer.traces
+        ? answer.traces.length
+        : /** @type {{ runs: number }} */ (answer.totals).runs;
+      /** @type {QueryFigures} */
       const figures = {
         name,
         rows,
@@ -253,10 +340,14 @@ async function main() {
   );
 }
 
-/** The plan's node types, outermost first, with the index each scan used. */
+/**
+ * The plan's node types, outermost first, with the index each scan used.
+ * @param {PlanNode} node
+ */
 function outline(node) {
+  /** @type {string[]} */
   const parts = [];
-  const walk = (n, depth) => {
+  const walk = (/** @type {PlanNode} */ n, /** @type {number} */ depth) => {
     if (depth > 5) return;
     parts.push(`${n['Node Type']}${n['Index Name'] ? ` (${n['Index Name']})` : ''}`);
     for (const child of n.Plans ?? []) walk(child, depth + 1);

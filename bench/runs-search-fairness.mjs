@@ -47,14 +47,25 @@ const QUERY = process.env.BENCH_Q ?? '%_%_%_';
 const NEIGHBOUR_EVERY_MS = 20;
 const lifecycle = createLifecycle({ timeoutSeconds: 900 });
 
-const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const round = (ms) => (ms === null ? null : +ms.toFixed(1));
-const figures = (values) => {
+/**
+ * A runs list page as the server answers it (the store's TracePage, as JSON).
+ * @typedef {import('../packages/server/dist/store/trace-store.js').TracePage} RunsPage
+ */
+
+const sleep = (/** @type {number} */ ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const round = (/** @type {number | null} */ ms) => (ms === null ? null : +ms.toFixed(1));
+/** The count and latency percentiles of one series of requests, in ms. */
+const figures = (/** @type {number[]} */ values) => {
   const { p50, p99, max } = percentiles(values);
   return { count: values.length, p50Ms: round(p50), p99Ms: round(p99), maxMs: round(max) };
 };
 
-/** `n` runs of `agent`, ids `<prefix>0000001`…, one every 26 s back from now; no "%_%_%_" in them. */
+/**
+ * `n` runs of `agent`, ids `<prefix>0000001`…, one every 26 s back from now; no "%_%_%_" in them.
+ * @param {string} prefix
+ * @param {string} agent
+ * @param {number} n
+ */
 function insertRuns(prefix, agent, n) {
   return `
 INSERT INTO traces (id, agent_id, status, started_at, ended_at, duration_ms, input_summary,
@@ -72,8 +83,13 @@ SELECT '${prefix}' || lpad(i::text, 7, '0'), '${agent}',
 FROM generate_series(1, ${n}) AS i`;
 }
 
+/** @param {string} dataDir */
 async function writeData(dataDir) {
-  const { openStore } = await import(join(DIST, 'store/open-store.js'));
+  // imported from the built server, found at run time (DIST)
+  const { openStore } =
+    /** @type {typeof import('../packages/server/dist/store/open-store.js')} */ (
+      await import(join(DIST, 'store/open-store.js'))
+    );
   const store = await openStore({ dataDir, dataDirDurability: 'process-crash' });
   try {
     await store.sql.query(
@@ -112,11 +128,20 @@ async function main() {
     });
     if (res.status !== 200) throw new Error(`member ${user}: ${res.status} ${res.text}`);
   }
-  const { mintDevToken } = await import(join(DIST, 'auth/dev-token.js'));
+  const { mintDevToken } =
+    /** @type {typeof import('../packages/server/dist/auth/dev-token.js')} */ (
+      await import(join(DIST, 'auth/dev-token.js'))
+    );
   const heavyToken = await mintDevToken(server.jwtSecret, 'heavy-user');
   const neighbourToken = await mintDevToken(server.jwtSecret, 'neighbour-user');
 
-  /** One request of a runs list: its time, and its page. */
+  /**
+   * One request of a runs list: its time, and its page.
+   * @param {string} agent
+   * @param {string} token
+   * @param {string} query
+   * @returns {Promise<{ ms: number, page: RunsPage }>}
+   */
   const list = async (agent, token, query) => {
     const t0 = performance.now();
     const res = await request('GET', `${server.base}/v1/agents/${agent}/traces?${query}`, {
@@ -125,9 +150,9 @@ async function main() {
     });
     const ms = performance.now() - t0;
     if (res.status !== 200) throw new Error(`${agent} ${query}: ${res.status} ${res.text}`);
-    return { ms, page: JSON.parse(res.text) };
+    return { ms, page: /** @type {RunsPage} */ (JSON.parse(res.text)) };
   };
-  const search = (cursor) =>
+  const search = (/** @type {string | null} */ cursor) =>
     list(
       'heavy',
       heavyToken,
@@ -143,16 +168,17 @@ async function main() {
 
   // 1. solo
   const solo = [];
-  const cpuBefore = cpuMsOf(server.child.pid);
+  // the server's pid is there (it answered /readyz), hence the casts
+  const cpuBefore = cpuMsOf(/** @type {number} */ (server.child.pid));
   for (let i = 0; i < REPEAT; i++) solo.push((await search(null)).ms);
-  const cpuAfter = cpuMsOf(server.child.pid);
+  const cpuAfter = cpuMsOf(/** @type {number} */ (server.child.pid));
   const cpuPerSearch =
     cpuBefore === null || cpuAfter === null ? null : (cpuAfter - cpuBefore) / REPEAT;
   let pages = 0;
   let found = 0;
   let partial = 0;
   const walkStarted = performance.now();
-  for (let cursor = null; ;) {
+  for (let cursor = /** @type {string | null} */ (null); ;) {
     const { page } = await search(cursor);
     pages++;
     found += page.traces.length;
@@ -173,16 +199,18 @@ async function main() {
     }
     return times;
   };
-  const cpuBaseline = cpuMsOf(server.child.pid);
+  const cpuBaseline = cpuMsOf(/** @type {number} */ (server.child.pid));
   const baseline = await paced();
-  const cpuBaselineEnd = cpuMsOf(server.child.pid);
+  const cpuBaselineEnd = cpuMsOf(/** @type {number} */ (server.child.pid));
   const cpuPerNeighbourPage =
     cpuBaseline === null || cpuBaselineEnd === null
       ? null
       : (cpuBaselineEnd - cpuBaseline) / baseline.length;
   let stop = false;
+  /** @type {number[]} */
   const searcherTimes = [];
   const searchers = Array.from({ length: SEARCHERS }, async () => {
+    /** @type {string | null} */
     let cursor = null;
     while (!stop) {
       const { ms, page } = await search(cursor);

@@ -33,11 +33,11 @@ import os from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
 import { SignJWT } from 'jose';
 import pg from 'pg';
 import { MIXES, createBodyPool } from './ingest-bodies.mjs';
 import {
+  autocannon,
   cpuMsOf,
   createLifecycle,
   envNumber,
@@ -53,11 +53,29 @@ import {
   writeJsonAtomic,
 } from './support.mjs';
 
+/**
+ * @typedef {import('./support.mjs').ServerHandle} ServerHandle
+ * @typedef {'one' | 'two'} Side one instance, or two sharing the connections
+ */
+
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CLI = join(ROOT, 'packages/server/dist/cli.js');
 const RESULTS = join(ROOT, 'bench/results/scale-out-latest.json');
 
-const CFG = {
+/**
+ * @typedef {object} Config
+ * @property {number} seconds
+ * @property {number} rounds
+ * @property {number} warmupSeconds
+ * @property {number} connections
+ * @property {keyof typeof MIXES} mix BENCH_MIX (checked just below: the run stops otherwise)
+ * @property {string} databaseUrl
+ * @property {string} redisUrl
+ * @property {number} plannedSeconds set below, from the rest
+ * @property {number} timeoutSeconds set below, from plannedSeconds
+ */
+
+const CFG = /** @type {Config} */ ({
   seconds: envNumber('BENCH_SECONDS', 6, 1, 600),
   rounds: envNumber('BENCH_ROUNDS', 3, 1, 50),
   warmupSeconds: envNumber('BENCH_WARMUP_SECONDS', 2, 0, 60),
@@ -65,11 +83,12 @@ const CFG = {
   mix: process.env.BENCH_MIX ?? 'large',
   databaseUrl: process.env.BENCH_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/test',
   redisUrl: process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379',
-};
+});
 if (!MIXES[CFG.mix]) {
   console.error(`BENCH_MIX must be one of ${Object.keys(MIXES).join(', ')}`);
   process.exit(2);
 }
+/** @type {Side[]} */
 const SIDES = ['one', 'two'];
 CFG.plannedSeconds = Math.round(
   30 + SIDES.length * (CFG.warmupSeconds + CFG.rounds * CFG.seconds) * 1.6,
@@ -85,13 +104,17 @@ const lifecycle = createLifecycle({ timeoutSeconds: CFG.timeoutSeconds });
  * CPU ms so far of each measured process (PostgreSQL and Redis summed over their processes). A
  * backend that exits meanwhile (the pool closes idle connections) would take its time with it:
  * each process's exited children are counted too, so the postmaster carries their time on.
+ * @param {ServerHandle[]} instances
  */
 function cpuSnapshot(instances) {
-  const sum = (pids) =>
+  const sum = (/** @type {number[]} */ pids) =>
     pids.reduce((total, pid) => total + (cpuMsOf(pid, { children: true }) ?? 0), 0);
   const own = process.cpuUsage();
   return {
-    instances: instances.map((instance) => cpuMsOf(instance.child.pid) ?? 0),
+    // a started server has a pid
+    instances: instances.map(
+      (instance) => cpuMsOf(/** @type {number} */ (instance.child.pid)) ?? 0,
+    ),
     postgres: sum(pidsNamed('postgres')),
     redis: sum(pidsNamed('redis-server')),
     loadGenerator: (own.user + own.system) / 1000,
@@ -101,10 +124,26 @@ function cpuSnapshot(instances) {
 // ---------------------------------------------------------------------------------------------
 // Live streams: the trace ids each receives.
 
-/** An agent's live stream on one instance, collecting the trace ids of its `trace` messages. */
+/**
+ * @typedef {object} LiveStream
+ * @property {Set<string>} traceIds
+ * @property {number} warnings `warning` events (the server dropped messages for this stream)
+ * @property {boolean} ended
+ * @property {Error} [error]
+ * @property {() => void} close
+ */
+
+/**
+ * An agent's live stream on one instance, collecting the trace ids of its `trace` messages.
+ * @param {string} base
+ * @param {string} agentId
+ * @param {string} token
+ * @returns {Promise<LiveStream>}
+ */
 function openLiveStream(base, agentId, token) {
   return new Promise((resolve, reject) => {
-    const stream = { traceIds: new Set(), warnings: 0, ended: false };
+    // `close` is set just below, once the request exists
+    const stream = /** @type {LiveStream} */ ({ traceIds: new Set(), warnings: 0, ended: false });
     const req = http.request(`${base}/v1/agents/${agentId}/live`, {
       headers: { accept: 'text/event-stream', authorization: `Bearer ${token}` },
     });
@@ -144,6 +183,15 @@ function openLiveStream(base, agentId, token) {
 // ---------------------------------------------------------------------------------------------
 // The load.
 
+/** @typedef {import('./ingest-bodies.mjs').BodyPool} BodyPool */
+
+/**
+ * @param {ServerHandle} target
+ * @param {string} apiKey
+ * @param {BodyPool} bodies
+ * @param {number} connections
+ * @param {number} seconds
+ */
 function runAutocannon(target, apiKey, bodies, connections, seconds) {
   return autocannon({
     url: `${target.base}/v1/traces/batch`,
@@ -160,12 +208,51 @@ function runAutocannon(target, apiKey, bodies, connections, seconds) {
   });
 }
 
-/** One side for `seconds`: batches/s, p99 and CPU ms per batch of each process. */
+/**
+ * CPU ms per batch of each process; null when no batch was answered 2xx.
+ * @typedef {object} CpuPerBatch
+ * @property {(number | null)[]} instances A, B
+ * @property {number | null} postgres
+ * @property {number | null} redis
+ * @property {number | null} loadGenerator
+ */
+
+/**
+ * @typedef {object} SideRun
+ * @property {Side} side
+ * @property {number} batchesPerSec
+ * @property {number} p99Ms the worse of the targets'
+ * @property {number} ok
+ * @property {number} non2xx
+ * @property {number} errors
+ * @property {CpuPerBatch} cpuMsPerBatch
+ * @property {number} bodiesBuiltDuringRun
+ */
+
+/** runSide keeps the fastest rate it has seen on itself, to size the next run's pool. */
+/** @typedef {typeof runSide & { fastest?: number }} RunSideWithFastest */
+
+/**
+ * One side for `seconds`: batches/s, p99 and CPU ms per batch of each process.
+ * @param {Side} side
+ * @param {ServerHandle[]} instances A and B
+ * @param {string} apiKey
+ * @param {BodyPool} bodies
+ * @param {number} seconds
+ * @returns {Promise<SideRun>}
+ */
 async function runSide(side, instances, apiKey, bodies, seconds) {
-  const targets = side === 'one' ? [instances[0]] : instances;
+  const targets = side === 'one' ? [/** @type {ServerHandle} */ (instances[0])] : instances;
   const perTarget = Math.max(1, Math.floor(CFG.connections / targets.length));
-  // bodies for the fastest rate seen so far, doubled: none is built during the run
-  await bodies.fill(Math.ceil((runSide.fastest ?? 1500) * seconds * 2));
+  // bodies for the fastest rate seen so far, doubled: none is built during the run (the outer
+  // cast keeps prettier from moving the inner one onto the whole sum)
+  await bodies.fill(
+    Math.ceil(
+      /** @type {number} */ (/** @type {RunSideWithFastest} */ (runSide).fastest ?? 1500) *
+        seconds *
+        2,
+    ),
+  );
   const before = cpuSnapshot(instances);
   const results = await Promise.all(
     targets.map((target) => runAutocannon(target, apiKey, bodies, perTarget, seconds)),
@@ -175,9 +262,13 @@ async function runSide(side, instances, apiKey, bodies, seconds) {
   bodies.drain();
   const ok = results.reduce((n, r) => n + r['2xx'], 0);
   const duration = Math.max(...results.map((r) => r.duration));
-  const perBatch = (a, b) => (ok > 0 ? (b - a) / ok : null);
+  const perBatch = (/** @type {number} */ a, /** @type {number} */ b) =>
+    ok > 0 ? (b - a) / ok : null;
   const batchesPerSec = ok / duration;
-  runSide.fastest = Math.max(runSide.fastest ?? 0, batchesPerSec);
+  /** @type {RunSideWithFastest} */ (runSide).fastest = Math.max(
+    /** @type {RunSideWithFastest} */ (runSide).fastest ?? 0,
+    batchesPerSec,
+  );
   return {
     side,
     batchesPerSec,
@@ -186,7 +277,13 @@ async function runSide(side, instances, apiKey, bodies, seconds) {
     non2xx: results.reduce((n, r) => n + r.non2xx, 0),
     errors: results.reduce((n, r) => n + r.errors, 0),
     cpuMsPerBatch: {
-      instances: instances.map((_, i) => perBatch(before.instances[i], after.instances[i])),
+      // both snapshots are of `instances`
+      instances: instances.map((_, i) =>
+        perBatch(
+          /** @type {number} */ (before.instances[i]),
+          /** @type {number} */ (after.instances[i]),
+        ),
+      ),
       postgres: perBatch(before.postgres, after.postgres),
       redis: perBatch(before.redis, after.redis),
       loadGenerator: perBatch(before.loadGenerator, after.loadGenerator),
@@ -195,8 +292,13 @@ async function runSide(side, instances, apiKey, bodies, seconds) {
   };
 }
 
-const ms = (v) => (v === null || v === undefined ? 'n/a' : v.toFixed(3));
+const ms = (/** @type {number | null | undefined} */ v) =>
+  v === null || v === undefined ? 'n/a' : v.toFixed(3);
 
+/**
+ * @param {string} label
+ * @param {SideRun} r
+ */
 function describeRun(label, r) {
   const c = r.cpuMsPerBatch;
   return (
@@ -212,10 +314,10 @@ function describeRun(label, r) {
 async function main() {
   const db = new URL(CFG.databaseUrl);
   const redis = new URL(CFG.redisUrl);
-  for (const [what, host, port] of [
+  for (const [what, host, port] of /** @type {[string, string, number][]} */ ([
     ['PostgreSQL', db.hostname, Number(db.port || 5432)],
     ['Redis', redis.hostname, Number(redis.port || 6379)],
-  ])
+  ]))
     if (!(await reachable(host, port))) {
       console.log(`\n${'!'.repeat(78)}\n!!! SKIPPING: ${what} at ${host}:${port} is unreachable`);
       console.log('!'.repeat(78));
@@ -259,7 +361,7 @@ async function main() {
     body: '{}',
   });
   if (created.status !== 201) throw new Error(`agent creation answered ${created.status}`);
-  const agent = JSON.parse(created.text);
+  const agent = /** @type {{ agentId: string, apiKey: string }} */ (JSON.parse(created.text));
   const granted = await request(
     'PUT',
     `${a.base}/admin/v1/agents/${agent.agentId}/members/bench-viewer`,
@@ -279,6 +381,11 @@ async function main() {
 
   const bodies = createBodyPool({ mix: CFG.mix, agentId: agent.agentId });
   lifecycle.onCleanup(() => bodies.close());
+  /**
+   * One round: each side once, in alternating order.
+   * @typedef {{ round: number } & Record<Side, SideRun>} Round
+   */
+  /** @type {Round[]} */
   const rounds = [];
   try {
     for (const side of SIDES)
@@ -289,7 +396,8 @@ async function main() {
         ),
       );
     for (let round = 1; round <= CFG.rounds; round++) {
-      const entry = { round };
+      // the sides are filled in just below
+      const entry = /** @type {Round} */ ({ round });
       // alternating which side goes first: neighbouring runs see the same machine
       for (const side of round % 2 === 1 ? SIDES : [...SIDES].reverse()) {
         entry[side] = await runSide(side, instances, agent.apiKey, bodies, CFG.seconds);
@@ -305,6 +413,7 @@ async function main() {
   await sleep(2_000);
   const client = new pg.Client({ connectionString: CFG.databaseUrl });
   await client.connect();
+  /** @type {string[]} */
   let stored;
   try {
     const { rows } = await client.query(
@@ -323,22 +432,39 @@ async function main() {
     endedEarly: stream.ended,
   }));
 
+  /**
+   * The median over the rounds of what `pick` takes from `side`'s run.
+   * @param {Side} side
+   * @param {(run: SideRun) => number | null | undefined} pick
+   */
   const med = (side, pick) => median(rounds.map((r) => pick(r[side])).filter((v) => v !== null));
-  const summary = Object.fromEntries(
-    SIDES.map((side) => [
-      side,
-      {
-        batchesPerSec: med(side, (r) => r.batchesPerSec),
-        p99Ms: med(side, (r) => r.p99Ms),
-        cpuMsPerBatch: {
-          instanceA: med(side, (r) => r.cpuMsPerBatch.instances[0]),
-          instanceB: med(side, (r) => r.cpuMsPerBatch.instances[1]),
-          postgres: med(side, (r) => r.cpuMsPerBatch.postgres),
-          redis: med(side, (r) => r.cpuMsPerBatch.redis),
-          loadGenerator: med(side, (r) => r.cpuMsPerBatch.loadGenerator),
+  /**
+   * Medians over the rounds; CPU ms per batch null when no run of the side had one.
+   * @typedef {object} SideSummary
+   * @property {number} batchesPerSec
+   * @property {number} p99Ms
+   * @property {{ instanceA: number | null, instanceB: number | null, postgres: number | null,
+   *   redis: number | null, loadGenerator: number | null }} cpuMsPerBatch
+   */
+  // every side is in SIDES
+  const summary = /** @type {Record<Side, SideSummary>} */ (
+    Object.fromEntries(
+      SIDES.map((side) => [
+        side,
+        {
+          // CFG.rounds >= 1, and these are never null: never empty
+          batchesPerSec: /** @type {number} */ (med(side, (r) => r.batchesPerSec)),
+          p99Ms: /** @type {number} */ (med(side, (r) => r.p99Ms)),
+          cpuMsPerBatch: {
+            instanceA: med(side, (r) => r.cpuMsPerBatch.instances[0]),
+            instanceB: med(side, (r) => r.cpuMsPerBatch.instances[1]),
+            postgres: med(side, (r) => r.cpuMsPerBatch.postgres),
+            redis: med(side, (r) => r.cpuMsPerBatch.redis),
+            loadGenerator: med(side, (r) => r.cpuMsPerBatch.loadGenerator),
+          },
         },
-      },
-    ]),
+      ]),
+    )
   );
   const ratio = summary.two.batchesPerSec / summary.one.batchesPerSec;
   const perRound = rounds.map((r) => r.two.batchesPerSec / r.one.batchesPerSec);
@@ -357,7 +483,8 @@ async function main() {
     `\nFlightlog scale-out benchmark — ${new Date().toISOString()}, node ${process.version}, ` +
       `${os.cpus()[0]?.model ?? 'cpu'} x ${os.cpus().length}\n`,
   );
-  const f = (v, d = 3) => (v === null || v === undefined ? 'n/a' : v.toFixed(d));
+  const f = (/** @type {number | null | undefined} */ v, d = 3) =>
+    v === null || v === undefined ? 'n/a' : v.toFixed(d);
   console.log(
     textTable(
       [

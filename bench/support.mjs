@@ -5,11 +5,39 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import net from 'node:net';
 import os from 'node:os';
 import { dirname } from 'node:path';
 
-/** A whole number from the environment, within [min, max], else `fallback`. */
+/**
+ * autocannon as the benchmarks use it: every request takes the next pooled body (`setupRequest`);
+ * `overallRate` spreads a total rate over the connections.
+ * @typedef {{ method?: string, path?: string, headers?: Record<string, string>,
+ *   body?: string | Buffer }} AutocannonRequest
+ * @typedef {{ url: string, method: string, connections: number, duration: number,
+ *   timeout: number, headers: Record<string, string>,
+ *   requests: { setupRequest: (req: AutocannonRequest) => AutocannonRequest }[],
+ *   overallRate?: number, ignoreCoordinatedOmission?: boolean }} AutocannonOptions
+ * @typedef {{ '2xx': number, non2xx: number, errors: number, timeouts: number,
+ *   duration: number, latency: { p50: number, p99: number, max: number },
+ *   statusCodeStats?: Record<string, { count: number }> }} AutocannonResult
+ */
+// Required, not imported: autocannon ships no types, and tsc refuses an import of an untyped
+// package; both give its module.exports. (It returns an EventEmitter with then/catch.)
+export const autocannon =
+  /** @type {(options: AutocannonOptions) => PromiseLike<AutocannonResult>} */ (
+    createRequire(import.meta.url)('autocannon')
+  );
+
+/**
+ * A whole number from the environment, within [min, max], else `fallback`.
+ * @param {string} name
+ * @param {number} fallback
+ * @param {number} min
+ * @param {number} max
+ * @returns {number}
+ */
 export function envNumber(name, fallback, min, max) {
   const raw = process.env[name]?.trim();
   if (!raw) return fallback;
@@ -21,7 +49,13 @@ export function envNumber(name, fallback, min, max) {
   return value;
 }
 
-/** A comma-separated list from the environment; a value not in `allowed` stops the benchmark. */
+/**
+ * A comma-separated list from the environment; a value not in `allowed` stops the benchmark.
+ * @param {string} name
+ * @param {string} fallback
+ * @param {readonly string[]} allowed
+ * @returns {string[]}
+ */
 export function envList(name, fallback, allowed) {
   const values = (process.env[name]?.trim() || fallback)
     .split(',')
@@ -39,7 +73,11 @@ export function envList(name, fallback, allowed) {
 // Synthetic data: 1 trace + N llm_call events per batch, texts drawn from a fixed pool, seeded so
 // every run sends the same mix.
 
-/** A xorshift32 generator from `seed`: the same numbers every run. */
+/**
+ * A xorshift32 generator from `seed`: the same numbers every run.
+ * @param {number} seed
+ * @returns {() => number}
+ */
 export function seededRandom(seed) {
   let state = seed;
   return () => {
@@ -51,7 +89,9 @@ export function seededRandom(seed) {
 }
 
 const rand = seededRandom(0x2545f491);
-const pick = (array) => array[Math.floor(rand() * array.length)];
+/** @type {<T>(array: readonly T[]) => T} */
+const pick = (array) =>
+  /** @type {NonNullable<(typeof array)[number]>} */ (array[Math.floor(rand() * array.length)]);
 
 const LETTERS = 'etaoinshrdlcumwfgypbvkjxqz';
 const WORDS = Array.from({ length: 600 }, () => {
@@ -61,11 +101,12 @@ const WORDS = Array.from({ length: 600 }, () => {
   return word;
 });
 
+/** @param {number} chars */
 function sentence(chars) {
   let text = '';
   while (text.length < chars) {
     const word = pick(WORDS);
-    text += text.length === 0 ? word[0].toUpperCase() + word.slice(1) : ` ${word}`;
+    text += text.length === 0 ? word.charAt(0).toUpperCase() + word.slice(1) : ` ${word}`;
     if (rand() < 0.08) text += '.';
   }
   return `${text.slice(0, chars - 1)}.`;
@@ -74,13 +115,21 @@ export const TEXTS = Array.from({ length: 2048 }, () => sentence(380 + Math.floo
 export const MODELS = ['gpt-4o-mini', 'gpt-4o', 'claude-sonnet-4', 'llama-3.1-70b'];
 
 /**
+ * @typedef {import('@flightlog/protocol').BufferBatchItem} BufferBatchItem
+ * @typedef {import('@flightlog/protocol').Event} Event
+ */
+
+/**
  * Makes `makeItem(agentId, eventCount = eventsPerBatch)`: one BufferBatchItem (a trace snapshot)
  * with `eventCount` llm_call events.
+ * @param {{ ulid: () => string, eventsPerBatch: number }} options
+ * @returns {(agentId: string, eventCount?: number) => BufferBatchItem}
  */
 export function createItemFactory({ ulid, eventsPerBatch }) {
   return function makeItem(agentId, eventCount = eventsPerBatch) {
     const traceId = ulid();
     const t0 = Date.now() - 60_000;
+    /** @type {Event[]} */
     const events = [];
     let totalTokens = 0;
     let totalCost = 0;
@@ -115,6 +164,7 @@ export function createItemFactory({ ulid, eventsPerBatch }) {
         },
       });
     }
+    /** @type {BufferBatchItem['trace']} */
     const trace = {
       id: traceId,
       agentId,
@@ -140,20 +190,27 @@ export function createItemFactory({ ulid, eventsPerBatch }) {
 // ---------------------------------------------------------------------------------------------
 // Loopback helpers
 
+/** @returns {Promise<number>} a loopback port nothing listens on (at the time of asking) */
 export async function freePort() {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
+      const { port } = /** @type {net.AddressInfo} */ (server.address());
       server.close(() => resolve(port));
     });
   });
 }
 
+/**
+ * @param {string} host
+ * @param {number} port
+ * @returns {Promise<boolean>}
+ */
 export async function reachable(host, port, timeoutMs = 2_000) {
   return new Promise((resolve) => {
     const socket = net.connect({ host, port });
+    /** @param {boolean} ok */
     const done = (ok) => {
       socket.destroy();
       resolve(ok);
@@ -164,6 +221,12 @@ export async function reachable(host, port, timeoutMs = 2_000) {
   });
 }
 
+/**
+ * @param {string} method
+ * @param {string} url
+ * @param {{ headers?: Record<string, string>, body?: string | Uint8Array, timeoutMs?: number }} [options]
+ * @returns {Promise<{ status: number, text: string }>}
+ */
 export async function request(method, url, { headers = {}, body, timeoutMs = 10_000 } = {}) {
   const response = await globalThis.fetch(url, {
     method,
@@ -174,19 +237,35 @@ export async function request(method, url, { headers = {}, body, timeoutMs = 10_
   return { status: response.status, text: await response.text() };
 }
 
-/** The median of the numbers among `values` (null and undefined left out), or null. */
+/**
+ * The median of the numbers among `values` (null and undefined left out), or null.
+ * @param {readonly (number | null | undefined)[]} values
+ * @returns {number | null}
+ */
 export function median(values) {
-  const sorted = values.filter((v) => typeof v === 'number').sort((a, b) => a - b);
+  const sorted = values
+    .filter(/** @returns {v is number} */ (v) => typeof v === 'number')
+    .sort((a, b) => a - b);
   if (sorted.length === 0) return null;
   const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+  const at = (/** @type {number} */ i) => /** @type {number} */ (sorted[i]);
+  return sorted.length % 2 ? at(mid) : (at(mid - 1) + at(mid)) / 2;
 }
 
+/**
+ * @typedef {{ p50: number | null, p99: number | null, max: number | null, min: number | null }} Percentiles
+ */
+
+/**
+ * @param {Iterable<number>} values
+ * @returns {Percentiles}
+ */
 export function percentiles(values) {
-  if (values.length === 0) return { p50: null, p99: null, max: null, min: null };
   const sorted = Float64Array.from(values).sort();
-  const at = (q) => sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)];
-  return { p50: at(0.5), p99: at(0.99), max: sorted[sorted.length - 1], min: sorted[0] };
+  if (sorted.length === 0) return { p50: null, p99: null, max: null, min: null };
+  const at = (/** @type {number} */ q) =>
+    /** @type {number} */ (sorted[Math.min(sorted.length - 1, Math.ceil(q * sorted.length) - 1)]);
+  return { p50: at(0.5), p99: at(0.99), max: at(1), min: /** @type {number} */ (sorted[0]) };
 }
 
 /** Variables of this shell that must not leak into a benchmarked server. */
@@ -214,8 +293,18 @@ export const serverNodeArgs = () =>
 // ---------------------------------------------------------------------------------------------
 // Result files.
 
-/** Date, Node, OS, CPU, cores, memory and commit of this run. */
+/**
+ * @typedef {{ date: string, node: string, platform: string, cpuModel: string, cores: number,
+ *   memoryBytes: number, gitCommit: string | null }} MachineInfo
+ */
+
+/**
+ * Date, Node, OS, CPU, cores, memory and commit of this run.
+ * @param {string} root the repository's checkout
+ * @returns {MachineInfo}
+ */
 export function machineInfo(root) {
+  /** @type {MachineInfo} */
   const meta = {
     date: new Date().toISOString(),
     node: process.version,
@@ -237,8 +326,13 @@ export function machineInfo(root) {
   return meta;
 }
 
-/** The pids of processes named `name` (their /proc comm). */
+/**
+ * The pids of processes named `name` (their /proc comm).
+ * @param {string} name
+ * @returns {number[]}
+ */
 export function pidsNamed(name) {
+  /** @type {number[]} */
   const pids = [];
   let entries;
   try {
@@ -261,6 +355,8 @@ export function pidsNamed(name) {
  * CPU time (user + system) a process has used, in ms, with `children` that of its children that
  * have exited and been waited for; from /proc (Linux), null elsewhere or when it is gone. What a
  * request costs a server, which a busy machine's wall-clock times hide.
+ * @param {number} pid
+ * @returns {number | null}
  */
 export function cpuMsOf(pid, { children = false } = {}) {
   try {
@@ -271,14 +367,19 @@ export function cpuMsOf(pid, { children = false } = {}) {
       .slice(stat.lastIndexOf(')') + 2)
       .split(' ')
       .map(Number);
-    const own = fields[11] + fields[12];
-    return ((children ? own + fields[13] + fields[14] : own) * 1000) / 100;
+    const field = (/** @type {number} */ i) => fields[i] ?? 0;
+    const own = field(11) + field(12);
+    return ((children ? own + field(13) + field(14) : own) * 1000) / 100;
   } catch {
     return null;
   }
 }
 
-/** Writes `value` as JSON (fractions rounded to 3 digits) through a temporary file. */
+/**
+ * Writes `value` as JSON (fractions rounded to 3 digits) through a temporary file.
+ * @param {string} file
+ * @param {unknown} value
+ */
 export function writeJsonAtomic(file, value) {
   mkdirSync(dirname(file), { recursive: true });
   const json = JSON.stringify(
@@ -291,16 +392,21 @@ export function writeJsonAtomic(file, value) {
 }
 
 /** Redacts the user and password of a connection URL. */
-export const redactUrl = (url) => url.replace(/\/\/[^@/]*@/, '//***@');
+export const redactUrl = (/** @type {string} */ url) => url.replace(/\/\/[^@/]*@/, '//***@');
 
-/** A text table: the first row is the header; columns `isLeft(c)` left-aligned, others right. */
+/**
+ * A text table: the first row is the header; columns `isLeft(c)` left-aligned, others right.
+ * @param {readonly (readonly unknown[])[]} rows
+ * @param {(column: number) => boolean} [isLeft]
+ * @returns {string}
+ */
 export function textTable(rows, isLeft = (c) => c < 2) {
-  const widths = rows[0].map((_, c) => Math.max(...rows.map((r) => String(r[c]).length)));
+  const widths = (rows[0] ?? []).map((_, c) => Math.max(...rows.map((r) => String(r[c]).length)));
   return rows
     .map((r, i) => {
       const line = r
         .map((cell, c) =>
-          isLeft(c) ? String(cell).padEnd(widths[c]) : String(cell).padStart(widths[c]),
+          isLeft(c) ? String(cell).padEnd(widths[c] ?? 0) : String(cell).padStart(widths[c] ?? 0),
         )
         .join('  ')
         .trimEnd();
@@ -313,9 +419,33 @@ export function textTable(rows, isLeft = (c) => c < 2) {
 // Child processes and cleanup.
 
 /**
+ * @typedef {object} ChildOutput
+ * @property {string[]} lines the last 50 lines
+ * @property {number} count lines so far
+ * @property {string} all the first 64 KiB
+ * @property {Record<string, number>} byMessage lines by message
+ */
+
+/**
+ * @typedef {object} ChildHandle
+ * @property {import('node:child_process').ChildProcess} child
+ * @property {ChildOutput} output
+ * @property {Promise<{ code: number | null, signal: NodeJS.Signals | null }>} exited
+ * @property {() => boolean} alive
+ * @property {() => Promise<{ code: number | null, signal: NodeJS.Signals | null }>} stop
+ * @property {(pattern: RegExp, timeoutMs?: number) => Promise<RegExpExecArray>} waitFor
+ */
+
+/**
+ * @typedef {ChildHandle & { base: string, port: number, adminToken: string, jwtSecret: string }} ServerHandle
+ */
+
+/**
  * For a bare baseline server run as a child (spawnCli with stdin: 'pipe'): listens on a free
  * loopback port, prints {"port": N}, and on SIGTERM or when the parent goes away (stdin closes)
  * runs `onStop`, closes every connection and exits.
+ * @param {import('node:http').Server} server
+ * @param {() => void} [onStop]
  */
 export function serveUntilParentGoes(server, onStop = () => {}) {
   const stop = () => {
@@ -329,41 +459,68 @@ export function serveUntilParentGoes(server, onStop = () => {}) {
   process.stdin.on('error', stop);
   process.stdin.resume();
   server.listen(0, '127.0.0.1', () => {
-    process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
+    const { port } = /** @type {net.AddressInfo} */ (server.address());
+    process.stdout.write(`${JSON.stringify({ port })}\n`);
   });
 }
 
+/** Why something failed, for a log line: its stack or message, else the value. */
+export const failureText = (/** @type {unknown} */ error, stack = false) =>
+  error instanceof Error ? ((stack ? error.stack : undefined) ?? error.message) : String(error);
+
 /**
- * The resources of one benchmark run: every child and every cleanup is released on every exit
- * path (normal end, error, SIGINT/SIGTERM, the `timeoutSeconds` watchdog).
+ * Runs a benchmark's `main`, then its cleanups, and exits 0, or 1 with the failure printed.
+ * @param {Lifecycle} lifecycle
+ * @param {() => Promise<void>} main
  */
-/** Runs a benchmark's `main`, then its cleanups, and exits 0, or 1 with the failure printed. */
 export async function runBenchmark(lifecycle, main) {
   try {
     await main();
     await lifecycle.runCleanups();
     process.exit(0);
   } catch (error) {
-    console.error(`\n!!! BENCHMARK FAILED: ${error?.stack ?? error}`);
+    console.error(`\n!!! BENCHMARK FAILED: ${failureText(error, true)}`);
     await lifecycle.runCleanups();
     process.exit(1);
   }
 }
 
+/** @typedef {() => unknown} Cleanup */
+
+/**
+ * @typedef {object} Lifecycle
+ * @property {Set<import('node:child_process').ChildProcess>} children
+ * @property {<T extends Cleanup>(fn: T) => T} onCleanup
+ * @property {() => Promise<void>} runCleanups
+ * @property {() => number} mark a mark for `runCleanupsFrom`: what is registered from now on
+ * @property {(mark: number) => Promise<void>} runCleanupsFrom runs the cleanups registered
+ *   since `mark`, newest first (one part's own resources)
+ */
+
+/**
+ * The resources of one benchmark run: every child and every cleanup is released on every exit
+ * path (normal end, error, SIGINT/SIGTERM, the `timeoutSeconds` watchdog).
+ * @param {{ timeoutSeconds: number }} options
+ * @returns {Lifecycle}
+ */
 export function createLifecycle({ timeoutSeconds }) {
+  /** @type {Lifecycle['children']} */
   const children = new Set();
+  /** @type {Cleanup[]} */
   const cleanups = [];
+  /** @type {Promise<void> | undefined} */
   let cleaningUp;
-  const runList = async (list) => {
+  const runList = async (/** @type {Cleanup[]} */ list) => {
     while (list.length > 0) {
-      const fn = list.pop();
+      const fn = /** @type {Cleanup} */ (list.pop());
       try {
         await Promise.race([fn(), sleepUnref(15_000)]);
       } catch (error) {
-        console.error(`cleanup failed: ${error?.message ?? error}`);
+        console.error(`cleanup failed: ${failureText(error)}`);
       }
     }
   };
+  /** @type {Lifecycle} */
   const lifecycle = {
     children,
     onCleanup(fn) {
@@ -374,15 +531,13 @@ export function createLifecycle({ timeoutSeconds }) {
       cleaningUp ??= runList(cleanups);
       return cleaningUp;
     },
-    /** A mark for `runCleanupsFrom`: what is registered from now on. */
     mark: () => cleanups.length,
-    /** Runs the cleanups registered since `mark`, newest first (one part's own resources). */
     runCleanupsFrom: (mark) => runList(cleanups.splice(mark)),
   };
   process.on('exit', () => {
     for (const child of children) if (child.exitCode === null) child.kill('SIGKILL');
   });
-  const abort = async (reason, code) => {
+  const abort = async (/** @type {string} */ reason, /** @type {number} */ code) => {
     console.error(`\n!!! ${reason}: stopping child processes and removing temporary data`);
     await lifecycle.runCleanups();
     process.exit(code);
@@ -397,6 +552,10 @@ export function createLifecycle({ timeoutSeconds }) {
   return lifecycle;
 }
 
+/**
+ * @param {number} ms
+ * @returns {Promise<void>}
+ */
 function sleepUnref(ms) {
   return new Promise((resolve) => setTimeout(resolve, ms).unref());
 }
@@ -404,10 +563,14 @@ function sleepUnref(ms) {
 /**
  * Keeps the last 50 lines of a child's output (and its first 64 KiB in `all`), counts lines by
  * message (`msg` of a JSON log line, else the line's start) and echoes its first 10 under `[tag]`.
+ * @param {import('node:child_process').ChildProcess} child
+ * @param {string} tag
+ * @returns {ChildOutput}
  */
 export function collectOutput(child, tag) {
+  /** @type {ChildOutput} */
   const output = { lines: [], count: 0, all: '', byMessage: {} };
-  const collect = (chunk) => {
+  const collect = (/** @type {Buffer} */ chunk) => {
     const text = chunk.toString('utf8');
     if (output.all.length < 64 * 1024) output.all += text;
     for (const line of text.split('\n')) {
@@ -415,7 +578,7 @@ export function collectOutput(child, tag) {
       output.count++;
       let msg = line.slice(0, 120);
       try {
-        msg = JSON.parse(line).msg ?? msg;
+        msg = /** @type {{ msg?: string }} */ (JSON.parse(line)).msg ?? msg;
       } catch {
         // not a JSON log line
       }
@@ -436,6 +599,10 @@ export function collectOutput(child, tag) {
  * shell's environment minus SERVER_ENV_DROPPED and the server's ANALYSIS_* / LIVE_* settings).
  * `stdin: 'pipe'` gives the child a stdin that closes when this process goes away. `stop()`
  * sends SIGTERM, SIGKILL after 15 s.
+ * @param {Lifecycle} lifecycle
+ * @param {{ cli: string, args?: string[], env?: Record<string, string | undefined>, tag: string,
+ *   cwd?: string, nodeArgs?: string[], stdin?: 'pipe' | 'ignore' }} options
+ * @returns {ChildHandle}
  */
 export function spawnCli(lifecycle, { cli, args = [], env, tag, cwd, nodeArgs = [], stdin }) {
   const childEnv = { ...process.env };
@@ -450,10 +617,12 @@ export function spawnCli(lifecycle, { cli, args = [], env, tag, cwd, nodeArgs = 
   });
   lifecycle.children.add(child);
   const output = collectOutput(child, tag);
+  /** @type {ChildHandle['exited']} */
   const exited = new Promise((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
-  exited.then(() => lifecycle.children.delete(child));
+  void exited.then(() => lifecycle.children.delete(child));
+  /** @type {ChildHandle} */
   const handle = {
     child,
     output,
@@ -490,6 +659,9 @@ export function spawnCli(lifecycle, { cli, args = [], env, tag, cwd, nodeArgs = 
  * `flightlog serve` on a free port (node flags from BENCH_SERVER_NODE_ARGS), waited for until
  * /readyz answers 200. Its admin token and JWT secret are fresh unless `env` gives them (as
  * instances of one deployment share them).
+ * @param {Lifecycle} lifecycle
+ * @param {{ cli: string, env: Record<string, string | undefined>, tag?: string, cwd?: string }} options
+ * @returns {Promise<ServerHandle>}
  */
 export async function startFlightlogServer(lifecycle, { cli, env, tag = 'server', cwd }) {
   const port = await freePort();
