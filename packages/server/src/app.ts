@@ -159,12 +159,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
   registerProblemHandler(app, metrics);
   registerRequestMetrics(app, metrics);
   // Before the routes, so that every route's requests take their turn (issue 15).
-  const admission = new FairAdmission({
-    maxInFlight: config.admission.maxInFlight,
-    maxQueuedPerTenant: config.admission.maxQueuedPerTenant,
-    maxQueued: config.admission.maxQueued,
-    maxWaitMs: config.admission.maxWaitMs,
-  });
+  const admission = new FairAdmission(config.admission);
   registerFairAdmission(app, admission, metrics);
   const largeBodies =
     config.http.largeBodyWorkers > 0
