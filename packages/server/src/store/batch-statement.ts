@@ -176,8 +176,8 @@ refinished AS (
   FROM incoming t
   WHERE t.ok AND NOT t.dropped
     -- by the primary key alone: with the agent in the WHERE, the planner may walk the agent's
-    -- index over all its runs instead (PGlite, whose statistics are never refreshed, did: it
-    -- halved small-batch ingest and slowed with every run stored)
+    -- index over all its runs instead (PGlite, which runs no autovacuum and so plans with the
+    -- statistics of empty tables, did: it halved small-batch ingest, slower with every run)
     AND (SELECT CASE WHEN t0.agent_id = t.agent THEN t0.status END
          FROM traces t0 WHERE t0.id = t.id) IN (${ANALYSED})
     AND (t.id IN (SELECT w.id FROM written w WHERE w.status IN (${ANALYSED}))
