@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { runNodeFile } from '@flightlog/test-support';
 
 /**
  * The `flightlog` command, as the server package's `bin` names it (`npm test` builds it first;
@@ -24,26 +24,7 @@ const CLI = join(
 const EXAMPLE_AGENT = fileURLToPath(new URL('../examples/swap-agent.mjs', import.meta.url));
 
 function runDemo(args: string[], timeoutMs: number) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, 'demo', '--once', ...args], {
-      env: { PATH: process.env.PATH ?? '', PORT: '0', HOST: '127.0.0.1' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(
-        new Error(`flightlog demo did not exit within ${timeoutMs} ms:\n${stdout}\n${stderr}`),
-      );
-    }, timeoutMs);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  return runNodeFile(CLI, ['demo', '--once', ...args], { PORT: '0', HOST: '127.0.0.1' }, timeoutMs);
 }
 
 describe('flightlog demo, end to end (a child process)', () => {

@@ -36,7 +36,7 @@ export interface RealServer {
 
 /**
  * Starts the service; `location` picks the engine (default: PGlite in memory; a PostgreSQL URL
- * and schema from the server's test harness for the other engine).
+ * and schema from `freshLocation` of @flightlog/test-support for the other engine).
  */
 export async function startRealServer(
   changes: ConfigChanges = {},

@@ -9,19 +9,13 @@ export interface ChildResult {
 }
 
 /**
- * Runs an ES module source in a fresh `node` (with `nodeArgs`) (a host program of its own, with its own event loop
- * and exit), killing it past `timeoutMs` so that a process held forever fails the test instead of
- * hanging it.
+ * Runs `node <argv>` with only `env` (plus PATH) to its end, killing it past `timeoutMs` so that
+ * a process held forever fails the test instead of hanging it.
  */
-export function runNode(
-  source: string,
-  env: Record<string, string>,
-  timeoutMs = 30_000,
-  nodeArgs: string[] = [],
-): Promise<ChildResult> {
+function runChild(argv: string[], env: Record<string, string>, timeoutMs: number) {
   return new Promise<ChildResult>((resolve, reject) => {
     const started = Date.now();
-    const child = spawn(process.execPath, [...nodeArgs, '--input-type=module', '-e', source], {
+    const child = spawn(process.execPath, argv, {
       env: { PATH: process.env.PATH ?? '', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -31,11 +25,35 @@ export function runNode(
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`child did not exit within ${timeoutMs} ms: ${stderr}`));
+      reject(new Error(`node did not exit within ${timeoutMs} ms:\n${stdout}\n${stderr}`));
     }, timeoutMs);
+    child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
       resolve({ code, stdout, stderr, ms: Date.now() - started });
     });
   });
+}
+
+/**
+ * Runs an ES module source in a fresh `node` (with `nodeArgs`): a host program of its own, with
+ * its own event loop and exit.
+ */
+export function runNode(
+  source: string,
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+  nodeArgs: string[] = [],
+): Promise<ChildResult> {
+  return runChild([...nodeArgs, '--input-type=module', '-e', source], env, timeoutMs);
+}
+
+/** Runs the script `file` with `args` in a fresh `node`, as a command is run. */
+export function runNodeFile(
+  file: string,
+  args: string[],
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+): Promise<ChildResult> {
+  return runChild([file, ...args], env, timeoutMs);
 }

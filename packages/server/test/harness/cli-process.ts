@@ -1,14 +1,11 @@
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { runNodeFile, type ChildResult } from '@flightlog/test-support';
 
 /** The built CLI (`npm test` builds before running tests). */
 export const CLI = fileURLToPath(new URL('../../dist/cli.js', import.meta.url));
 
-export interface CliResult {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+export type CliResult = ChildResult;
 
 /** Runs `flightlog <args>` to completion with only the given environment (plus PATH). */
 export function runCli(
@@ -16,25 +13,7 @@ export function runCli(
   env: Record<string, string>,
   timeoutMs = 60_000,
 ): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      env: { PATH: process.env.PATH ?? '', ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`flightlog ${args.join(' ')} timed out; stderr: ${stderr}`));
-    }, timeoutMs);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
+  return runNodeFile(CLI, args, env, timeoutMs);
 }
 
 export interface ServeProcess {

@@ -412,7 +412,7 @@ const CTOR_VALUES = ['{"prototype":{"admin":true}}', '{"prototype":{}}', '{"prot
 /**
  * Prototype keys: `__proto__` and `constructor.prototype` in every object the service reads as
  * fields; bare names where fields are fixed. (Inside an event's payload they are the agent's data,
- * stored as sent: client/test/e2e/prototype-keys.test.ts.)
+ * stored as sent: e2e/prototype-keys.test.ts.)
  */
 const prototypeKey = fc
   .oneof(
