@@ -135,6 +135,9 @@ written AS (
     total_tokens = EXCLUDED.total_tokens, total_cost_usd = EXCLUDED.total_cost_usd,
     total_lamports = EXCLUDED.total_lamports, chain_tx_count = EXCLUDED.chain_tx_count,
     tools_called = EXCLUDED.tools_called,
+    -- a run no longer completed or errored (a client may report it timed out) has no current
+    -- fingerprint: the last one would not match it; its history stays in trace_hashes
+    trace_hash = CASE WHEN EXCLUDED.status IN (${ANALYSED}) THEN traces.trace_hash END,
     timed_out_at = NULL,
     updated_at = now()
   -- another agent's trace: reported below, and the statement fails; never an older snapshot

@@ -1,7 +1,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { traceHashOf, type Event, type Trace, type TraceFingerprints } from '@flightlog/protocol';
+import {
+  checkTraceHash,
+  traceHashOf,
+  type Event,
+  type Trace,
+  type TraceFingerprints,
+} from '@flightlog/protocol';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { at, llmCallEvent, newId, traceSnapshot } from '../fixtures/batches.js';
 import { newMasterKey, seal } from '../fixtures/runs.js';
@@ -206,6 +212,38 @@ describeEngines('run fingerprints [%s]', (engine) => {
       );
       return row?.n === 0 ? true : undefined;
     }, 'the mark to be cleared');
+  });
+
+  it('drops the current fingerprint of a finished run a client then reports timed out: no stale hash is served, the history stays', async () => {
+    const agent = await server.createAgent();
+    const token = await server.userToken(`viewer-${newId()}`, agent.agentId);
+    const trace = traceSnapshot({ status: 'completed', endedAt: at(2_000), eventCount: 1 });
+    await post(agent, trace, [llmCallEvent(trace.id, 0)]);
+    const first = await fingerprinted(trace.id, token);
+
+    await post(
+      agent,
+      { ...trace, status: 'timeout', eventCount: 2, outputSummary: 'rewritten after the fact' },
+      [llmCallEvent(trace.id, 1)],
+    );
+    const run = await read(trace.id, token);
+    expect(run.trace.status).toBe('timeout');
+    expect(run.events).toHaveLength(2);
+    // a stale hash would make `flightlog verify` call an untouched export tampered
+    expect(run.trace.traceHash).toBeNull();
+    expect(checkTraceHash(run.trace, run.events).kind).toBe('no-fingerprint');
+    const { traceHash, fingerprints } = await history(trace.id, token);
+    expect(traceHash).toBeNull();
+    expect(fingerprints.map((h) => h.traceHash)).toEqual([first.trace.traceHash]);
+    // and the worker, which fingerprints only completed and errored runs, leaves it so
+    await waitFor(async () => {
+      const [row] = await server.store.sql.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM fingerprint_due WHERE trace_id = $1',
+        [trace.id],
+      );
+      return row?.n === 0 ? true : undefined;
+    }, 'the mark to be cleared');
+    expect((await read(trace.id, token)).trace.traceHash).toBeNull();
   });
 
   it('leaves a changed run claimed by a worker that died to the next worker, after the lease', async () => {
