@@ -44,6 +44,13 @@ export interface DueFingerprint {
 
 type RowWithStamp = TraceRow & { updated: string };
 
+/**
+ * Fingerprints kept per run: its first and the latest ones. A client that keeps changing a
+ * finished run adds one each time it is fingerprinted again (at most once per analysis grace),
+ * so the history is bounded in rows as every other per-run store is, and so is its answer.
+ */
+export const KEPT_FINGERPRINTS = 100;
+
 export class FingerprintStore {
   constructor(private readonly sql: SqlClient) {}
 
@@ -97,10 +104,14 @@ export class FingerprintStore {
            AND NOT EXISTS (SELECT 1 FROM last l WHERE l.trace_hash = $4)
          ON CONFLICT (trace_id, n) DO NOTHING
          RETURNING n
+       ),
+       pruned AS (
+         DELETE FROM trace_hashes h
+         WHERE h.trace_id = $1 AND h.n > 1 AND h.n <= (SELECT a.n FROM added a) - $6
        )
        SELECT EXISTS (SELECT 1 FROM still) AS still, (SELECT n FROM added) AS n,
               (SELECT trace_hash FROM last) AS last`,
-      [traceId, row.updated, events, traceHash, TRACE_HASH_VERSION],
+      [traceId, row.updated, events, traceHash, TRACE_HASH_VERSION, KEPT_FINGERPRINTS - 1],
     );
     if (written === undefined || !written.still) return { kind: 'changed' };
     if (written.n !== null) return { kind: 'fingerprinted', traceHash, n: written.n };

@@ -18,6 +18,7 @@ import { postBatch, send } from '../harness/http.js';
 import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
 import { waitFor } from '../harness/wait.js';
 import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
+import { KEPT_FINGERPRINTS } from '../../src/store/fingerprint-store.js';
 
 /*
  * A finished run gets its fingerprint (`traceHash`) from the server, a changed run a new one with
@@ -244,6 +245,29 @@ describeEngines('run fingerprints [%s]', (engine) => {
       return row?.n === 0 ? true : undefined;
     }, 'the mark to be cleared');
     expect((await read(trace.id, token)).trace.traceHash).toBeNull();
+  });
+
+  it(`keeps a run's first and latest fingerprints, ${KEPT_FINGERPRINTS} in all, however often a client changes it`, async () => {
+    const agent = await server.createAgent();
+    const token = await server.userToken(`viewer-${newId()}`, agent.agentId);
+    const trace = traceSnapshot({ status: 'completed', endedAt: at(2_000), eventCount: 1 });
+    await post(agent, trace, [llmCallEvent(trace.id, 0)]);
+    const first = await fingerprinted(trace.id, token);
+    // two states, back and forth: every change is a fingerprint the history has not just seen
+    const changes = KEPT_FINGERPRINTS + 5;
+    for (let i = 1; i <= changes; i++) {
+      await post(agent, { ...trace, outputSummary: i % 2 === 1 ? 'B' : null }, []);
+      // fingerprinted here at once (the worker may have been first: then it is unchanged)
+      const outcome = await server.store.fingerprints.fingerprint(trace.id);
+      expect(['fingerprinted', 'unchanged']).toContain(outcome.kind);
+    }
+    const { fingerprints } = await history(trace.id, token);
+    const last = 1 + changes;
+    expect(fingerprints).toHaveLength(KEPT_FINGERPRINTS);
+    expect(fingerprints[0]).toMatchObject({ n: 1, traceHash: first.trace.traceHash });
+    expect(fingerprints.slice(1).map((h) => h.n)).toEqual(
+      Array.from({ length: KEPT_FINGERPRINTS - 1 }, (_, i) => last - KEPT_FINGERPRINTS + 2 + i),
+    );
   });
 
   it('leaves a changed run claimed by a worker that died to the next worker, after the lease', async () => {
