@@ -61,7 +61,9 @@ function proxyNode(target: object, spec: ProxySpec, root: Root): object {
       if (descriptor !== undefined && !descriptor.configurable && descriptor.writable === false)
         return value;
       const made = wrapValue(key, value as object, spec, root, proxy, original, bindToOriginal);
-      if (made !== value) handedOut.set(key, { from: value, to: made });
+      // Kept when handed out as it is too (`_options`, `_tracer`…: read on every call), so that
+      // the next read skips the descriptor and the spec.
+      handedOut.set(key, { from: value, to: made });
       return made;
     },
   });

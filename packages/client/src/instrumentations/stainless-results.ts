@@ -115,42 +115,62 @@ function watchIterator(
   end: (how: StreamEnd) => void,
   isAborted: () => boolean,
 ): AsyncIterableIterator<unknown> {
-  // One pair of handlers per iterator; per item only the `then` that shows it to us. The caller
-  // reads through that derived promise, so a failed read it never handles is still reported as
-  // unhandled, as without us (a reaction of ours beside the caller's would have handled it).
-  const onNext = (next: IteratorResult<unknown>) => {
-    try {
-      if (next.done) end(DONE);
-      else onItem(next.value);
-    } catch {
-      // An instrumentation bug, or an odd result (null), costs the event, never the host's
-      // item: the caller gets the result as it is and fails on it as it would unwrapped.
-    }
-    return next;
-  };
-  const onError = (error: unknown): never => {
-    end(guardedAborted(isAborted) ? ABORTED : { kind: 'error', error });
-    throw error;
-  };
-  const observed: AsyncIterableIterator<unknown> = {
-    // No rest array per item: an async generator's next() and next(undefined) are the same call.
-    next: (value?: unknown) =>
-      Promise.resolve(value === undefined ? inner.next() : inner.next(value)).then(onNext, onError),
-    return: (value?: unknown) => {
-      end(ABORTED);
-      return inner.return !== undefined
-        ? inner.return(value)
-        : Promise.resolve({ done: true, value } as IteratorResult<unknown>);
-    },
-    throw: (error?: unknown) => {
-      end({ kind: 'error', error });
-      return inner.throw !== undefined ? inner.throw(error) : Promise.reject(error);
-    },
-    [Symbol.asyncIterator]() {
-      return observed;
-    },
-  };
-  return observed;
+  return new WatchedIterator(inner, onItem, end, isAborted);
+}
+
+/**
+ * The iterator the caller reads instead of the SDK's: one object per stream, whose handlers are
+ * made once (not a closure per item); per item only the `then` that shows it to us. The caller
+ * reads through that derived promise, so a failed read it never handles is still reported as
+ * unhandled, as without us (a reaction of ours beside the caller's would have handled it).
+ */
+class WatchedIterator implements AsyncIterableIterator<unknown> {
+  private readonly onNext: (next: IteratorResult<unknown>) => IteratorResult<unknown>;
+  private readonly onError: (error: unknown) => never;
+
+  constructor(
+    private readonly inner: AsyncIterator<unknown>,
+    onItem: (item: unknown) => void,
+    private readonly end: (how: StreamEnd) => void,
+    isAborted: () => boolean,
+  ) {
+    this.onNext = (next) => {
+      try {
+        if (next.done) end(DONE);
+        else onItem(next.value);
+      } catch {
+        // An instrumentation bug, or an odd result (null), costs the event, never the host's
+        // item: the caller gets the result as it is and fails on it as it would unwrapped.
+      }
+      return next;
+    };
+    this.onError = (error) => {
+      end(guardedAborted(isAborted) ? ABORTED : { kind: 'error', error });
+      throw error;
+    };
+  }
+
+  // No rest array per item: an async generator's next() and next(undefined) are the same call.
+  next(value?: unknown): Promise<IteratorResult<unknown>> {
+    const read = value === undefined ? this.inner.next() : this.inner.next(value);
+    return Promise.resolve(read).then(this.onNext, this.onError);
+  }
+
+  return(value?: unknown): Promise<IteratorResult<unknown>> {
+    this.end(ABORTED);
+    return this.inner.return !== undefined
+      ? this.inner.return(value)
+      : Promise.resolve({ done: true, value } as IteratorResult<unknown>);
+  }
+
+  throw(error?: unknown): Promise<IteratorResult<unknown>> {
+    this.end({ kind: 'error', error });
+    return this.inner.throw !== undefined ? this.inner.throw(error) : Promise.reject(error);
+  }
+
+  [Symbol.asyncIterator](): AsyncIterableIterator<unknown> {
+    return this;
+  }
 }
 
 function guardedAborted(isAborted: () => boolean): boolean {
