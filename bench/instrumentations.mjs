@@ -47,6 +47,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import Anthropic from '@anthropic-ai/sdk';
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import OpenAI from 'openai';
@@ -58,6 +59,8 @@ const CALLS = envNumber('BENCH_CALLS', 500, 20, 100_000);
 const ROUNDS = envNumber('BENCH_ROUNDS', 7, 1, 100);
 /** Batches per round: each round is BENCH_CALLS calls per side, in this many alternating batches. */
 const BATCHES = 10;
+/** Calls per side of the per-call measure (timeEachCall), after a warm-up. */
+const EACH_CALL_PAIRS = envNumber('BENCH_EACH_CALLS', 3000, 20, 1_000_000);
 const FAMILIES = (process.env.BENCH_SCENARIOS ?? 'openai,anthropic,mcp')
   .split(',')
   .map((f) => f.trim());
@@ -285,12 +288,19 @@ const OK = { kind: 'ok', status: 202, replayed: false, verify: null };
 
 /**
  * @param {ClientBuild} [build]
+ * @param {'batch' | 'timer'} [flushes] `batch`: flushed at the end of each batch of its side (see
+ *   timeCalls), not by the timer; `timer`: by the client's own timer, as in real use (see
+ *   timeEachCall)
  * @returns {Recording}
  */
-function recordingClient(build = CURRENT) {
+function recordingClient(build = CURRENT, flushes = 'batch') {
   const client = new build.FlightlogClient(
-    // Flushed at the end of each batch of its side (see timeCalls), not by the timer.
-    { apiKey: 'bench', flushOnExit: false, flushIntervalMs: 3_600_000, logger: { warn() {} } },
+    {
+      apiKey: 'bench',
+      flushOnExit: false,
+      ...(flushes === 'batch' ? { flushIntervalMs: 3_600_000 } : {}),
+      logger: { warn() {} },
+    },
     { transport: { sendBatch: async () => OK, complete: async () => OK } },
   );
   return { client, session: client.startSession({ inputSummary: 'instrumentation benchmark' }) };
@@ -494,7 +504,7 @@ const ANTHROPIC = (options, kind) => ({
         },
 });
 
-/** @typedef {{ client: McpClient, server: McpServer }} McpPair */
+/** @typedef {{ client: McpClient, server: McpServer | undefined }} McpPair */
 
 /**
  * A real MCP server in this process, and a client linked to it over the in-memory transport.
@@ -513,17 +523,54 @@ async function mcpPair() {
   await client.connect(clientSide);
   return { client, server };
 }
+/** The same MCP server in a child process, over stdio: how MCP servers are usually run. */
+const MCP_STDIO_SERVER = `
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { z } from 'zod';
+const server = new McpServer({ name: 'solana-mcp', version: '1.0.0' });
+server.registerTool(
+  'get_balance',
+  { description: 'Balance of a wallet', inputSchema: { wallet: z.string() } },
+  async ({ wallet }) => ({ content: [{ type: 'text', text: wallet + ': 2.5 SOL' }] }),
+);
+await server.connect(new StdioServerTransport());
+`;
+
+/**
+ * A client linked to the MCP server in a child process over stdio.
+ * @returns {Promise<McpClient>}
+ */
+async function mcpStdioClient() {
+  const transport = new StdioClientTransport({
+    command: process.execPath,
+    args: ['--input-type=module', '-e', MCP_STDIO_SERVER],
+    cwd: ROOT,
+    stderr: 'inherit',
+  });
+  const client = new McpClient({ name: 'bench-agent', version: '1.0.0' });
+  await client.connect(transport);
+  return client;
+}
 const TOOL_CALL = {
   name: 'get_balance',
   arguments: { wallet: 'Agent1111111111111111111111111111111111111' },
 };
 /**
  * @param {McpPair[]} pairs where the pairs made go, to be closed at the end
+ * @param {'memory' | 'stdio'} link the in-memory transport to a server of this process, or stdio
+ *   to one in a child process
  * @returns {Kit<McpClient>}
  */
-const MCP = (pairs) => ({
+const MCP = (pairs, link) => ({
   make: async () => {
-    const pair = await mcpPair();
+    const pair =
+      link === 'memory'
+        ? await mcpPair()
+        : {
+            client: await mcpStdioClient(),
+            server: /** @type {McpServer | undefined} */ (undefined),
+          };
     pairs.push(pair);
     return pair.client;
   },
@@ -569,10 +616,57 @@ async function timeCalls(call, calls, recording) {
 }
 
 /**
+ * The caller's view, one call at a time: every side's call in turn, `pairs` times (the order
+ * rotating, so no side always follows the same one), each call timed alone from the call to its
+ * result read whole (a stream to its end), wall-clock and this process's CPU. Each side's
+ * recording client flushes on its own timer, as in real use, so a flush (serialisation, gzip,
+ * the garbage they leave) lands inside whichever call is under way when it fires, on any side.
+ * The figure is the median of the per-call differences between sides run back to back: what one
+ * call waits for the instrumentation, typically; a call a flush or a collection fell into is an
+ * outlier of the distribution, on every side alike (its cost per event is the batch figures').
+ * @param {Partial<Record<Side, Call>>} sides
+ * @param {number} pairs
+ * @returns {Promise<Record<Side, Timing[]>>}
+ */
+async function timeEachCall(sides, pairs) {
+  const names = /** @type {Side[]} */ (Object.keys(sides));
+  const runs = /** @type {Record<Side, Timing[]>} */ (
+    Object.fromEntries(names.map((side) => [side, /** @type {Timing[]} */ ([])]))
+  );
+  for (let i = 0; i < pairs; i++)
+    for (let j = 0; j < names.length; j++) {
+      const side = /** @type {Side} */ (names[(i + j) % names.length]);
+      const call = /** @type {Call} */ (sides[side]);
+      const cpu0 = process.cpuUsage();
+      const t0 = performance.now();
+      await call();
+      const wall = (performance.now() - t0) * 1000;
+      const { user, system } = process.cpuUsage(cpu0);
+      runs[side].push({ wall, cpu: user + system });
+    }
+  return runs;
+}
+
+/**
+ * The median of the differences of two sides' k-th measurements (batches or calls run back to
+ * back), which cancels the drift of the machine between them; the difference of two medians
+ * keeps it (a call over loopback swings by tens of µs from one second to the next).
+ * @param {Record<Side, Timing[]>} runs
+ * @param {Side} side
+ * @param {Side} base
+ * @param {keyof Timing} of
+ */
+function pairedDifference(runs, side, base, of) {
+  return /** @type {number} */ (
+    median(runs[side].map((r, k) => r[of] - /** @type {Timing} */ (runs[base][k])[of]))
+  );
+}
+
+/**
  * The sides compared; `baseline` only with BENCH_BASELINE_CLIENT.
  * @typedef {'plain' | 'byHand' | 'wrapped' | 'baseline'} Side
  */
-/** @typedef {'http' | 'sdk' | 'mcp'} Transport */
+/** @typedef {'http' | 'stdio' | 'memory'} Transport */
 
 /**
  * One scenario's figures: medians of the batches, in µs per call; the baseline's only with
@@ -599,7 +693,71 @@ async function timeCalls(call, calls, recording) {
  * @property {number} [baselineOverheadCpuUsPerCall]
  * @property {number} [baselineInstrumentationCpuUsPerCall]
  * @property {number} [baselineOverheadUsPerCall]
+ * @property {number} eachCallPairs
+ * @property {number} callPlainUs
+ * @property {number} callWrappedUs
+ * @property {number} callByHandUs
+ * @property {number} callOverheadUs
+ * @property {number} callRatio
+ * @property {number} callByHandOverheadUs
+ * @property {number} callOverheadCpuUs
  */
+
+/**
+ * The caller's view (timeEachCall): medians of single calls and of per-call paired differences.
+ * @typedef {object} EachCallFigures
+ * @property {number} eachCallPairs calls per side
+ * @property {number} callPlainUs median unwrapped call
+ * @property {number} callWrappedUs median wrapped call
+ * @property {number} callByHandUs median call recorded by hand
+ * @property {number} callOverheadUs median of (wrapped − unwrapped) per pair of calls
+ * @property {number} callRatio 1 + callOverheadUs / callPlainUs
+ * @property {number} callByHandOverheadUs median of (by hand − unwrapped)
+ * @property {number} callOverheadCpuUs the same as callOverheadUs, in this process's CPU
+ */
+
+/**
+ * The per-call figures of a scenario (timeEachCall), on clients of their own whose recording
+ * clients flush by their timer.
+ * @param {Kit<unknown>} kit
+ * @param {string} name
+ * @returns {Promise<EachCallFigures>}
+ */
+async function eachCallFigures(kit, name) {
+  const wrapped = recordingClient(CURRENT, 'timer');
+  const byHand = recordingClient(CURRENT, 'timer');
+  const plainClient = await kit.make();
+  const handClient = await kit.make();
+  const wrappedClient = kit.wrap(CURRENT, await kit.make(), wrapped.session);
+  /** @type {Partial<Record<Side, Call>>} */
+  const sides = {
+    plain: () => kit.call(plainClient),
+    byHand: () => kit.byHand(handClient, byHand.session),
+    wrapped: () => kit.call(wrappedClient),
+  };
+  await timeEachCall(sides, Math.min(EACH_CALL_PAIRS, 300));
+  const runs = await timeEachCall(sides, EACH_CALL_PAIRS);
+  for (const r of [wrapped, byHand]) {
+    r.session.end();
+    await r.client.close();
+  }
+  const recorded = wrapped.client.stats().recordedEvents;
+  // Every wrapped call (warm-up included) and the session's own trace: one event each, no more.
+  if (recorded !== Math.min(EACH_CALL_PAIRS, 300) + EACH_CALL_PAIRS)
+    process.stderr.write(`  ${name}: the wrapped client recorded ${recorded} events\n`);
+  const plainWall = /** @type {number} */ (median(runs.plain.map((r) => r.wall)));
+  const callOverheadUs = pairedDifference(runs, 'wrapped', 'plain', 'wall');
+  return {
+    eachCallPairs: EACH_CALL_PAIRS,
+    callPlainUs: plainWall,
+    callWrappedUs: /** @type {number} */ (median(runs.wrapped.map((r) => r.wall))),
+    callByHandUs: /** @type {number} */ (median(runs.byHand.map((r) => r.wall))),
+    callOverheadUs,
+    callRatio: 1 + callOverheadUs / plainWall,
+    callByHandOverheadUs: pairedDifference(runs, 'byHand', 'plain', 'wall'),
+    callOverheadCpuUs: pairedDifference(runs, 'wrapped', 'plain', 'cpu'),
+  };
+}
 
 /**
  * @param {string} name
@@ -660,18 +818,13 @@ async function scenario(name, transport, kit) {
     /** @type {number} */ (median(runs[side].map((r) => r.wall)));
   const cpu = (/** @type {Side} */ side) =>
     /** @type {number} */ (median(runs[side].map((r) => r.cpu)));
-  // The k-th batch of every side ran back to back: the median of their paired differences
-  // cancels the drift of the machine between groups, which the difference of two medians keeps
-  // (a call over loopback swings by tens of µs from one second to the next).
   /**
    * @param {Side} side
    * @param {Side} base
    * @param {keyof Timing} of
    */
-  const paired = (side, base, of) =>
-    /** @type {number} */ (
-      median(runs[side].map((r, k) => r[of] - /** @type {Timing} */ (runs[base][k])[of]))
-    );
+  const paired = (side, base, of) => pairedDifference(runs, side, base, of);
+  const each = await eachCallFigures(kit, name);
   /** @type {ScenarioResult} */
   const result = {
     name,
@@ -690,6 +843,7 @@ async function scenario(name, transport, kit) {
     instrumentationCpuUsPerCall: paired('wrapped', 'byHand', 'cpu'),
     cpuRatio: 1 + paired('wrapped', 'plain', 'cpu') / cpu('plain'),
     recordedEvents: recording.client.stats().recordedEvents,
+    ...each,
   };
   if (baseline !== undefined)
     Object.assign(result, {
@@ -732,23 +886,29 @@ async function main() {
   const planned = [
     ['openai', 'OpenAI chat, HTTP', 'http', () => OPENAI(openAIAt(http), 'plain')],
     ['openai', 'OpenAI chat stream, HTTP', 'http', () => OPENAI(openAIAt(http), 'stream')],
-    ['openai', 'OpenAI chat, in-memory fetch', 'sdk', () => OPENAI(openAIAt(memory), 'plain')],
+    ['openai', 'OpenAI chat, in-memory fetch', 'memory', () => OPENAI(openAIAt(memory), 'plain')],
     [
       'openai',
       'OpenAI chat stream, in-memory fetch',
-      'sdk',
+      'memory',
       () => OPENAI(openAIAt(memory), 'stream'),
     ],
     ['anthropic', 'Anthropic messages, HTTP', 'http', () => ANTHROPIC(http, 'plain')],
     ['anthropic', 'Anthropic messages stream, HTTP', 'http', () => ANTHROPIC(http, 'stream')],
-    ['anthropic', 'Anthropic messages, in-memory fetch', 'sdk', () => ANTHROPIC(memory, 'plain')],
+    [
+      'anthropic',
+      'Anthropic messages, in-memory fetch',
+      'memory',
+      () => ANTHROPIC(memory, 'plain'),
+    ],
     [
       'anthropic',
       'Anthropic messages stream, in-memory fetch',
-      'sdk',
+      'memory',
       () => ANTHROPIC(memory, 'stream'),
     ],
-    ['mcp', 'MCP callTool, in-memory transport', 'mcp', () => MCP(pairs)],
+    ['mcp', 'MCP callTool, stdio', 'stdio', () => MCP(pairs, 'stdio')],
+    ['mcp', 'MCP callTool, in-memory transport', 'memory', () => MCP(pairs, 'memory')],
   ];
   try {
     for (const [family, name, transport, kit] of planned)
@@ -760,17 +920,20 @@ async function main() {
     provider.child.kill();
     for (const { client, server } of pairs) {
       await client.close();
-      await server.close();
+      await server?.close();
     }
   }
   const loadAfter = loads();
   const rows = [
     [
       'scenario',
-      'unwrapped µs',
-      'wrapped µs',
-      'overhead µs',
-      'ratio',
+      'call: unwrapped µs',
+      'call: added µs',
+      'call: ratio',
+      'batches: unwrapped µs',
+      'batches: wrapped µs',
+      'batches: overhead µs',
+      'batches: ratio',
       'CPU unwrapped µs',
       'CPU wrapped µs',
       'CPU overhead µs',
@@ -783,6 +946,9 @@ async function main() {
   for (const s of scenarios)
     rows.push([
       s.name,
+      s.callPlainUs.toFixed(1),
+      s.callOverheadUs.toFixed(1),
+      s.callRatio.toFixed(3),
       s.plainUsPerCall.toFixed(1),
       s.wrappedUsPerCall.toFixed(1),
       s.overheadUsPerCall.toFixed(1),
