@@ -52,7 +52,14 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import OpenAI from 'openai';
 import { z } from 'zod';
-import { envNumber, machineInfo, median, textTable, writeJsonAtomic } from './support.mjs';
+import {
+  envNumber,
+  machineInfo,
+  median,
+  seededRandom,
+  textTable,
+  writeJsonAtomic,
+} from './support.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CALLS = envNumber('BENCH_CALLS', 500, 20, 100_000);
@@ -61,6 +68,39 @@ const ROUNDS = envNumber('BENCH_ROUNDS', 7, 1, 100);
 const BATCHES = 10;
 /** Calls per side of the per-call measure (timeEachCall), after a warm-up. */
 const EACH_CALL_PAIRS = envNumber('BENCH_EACH_CALLS', 3000, 20, 1_000_000);
+
+/*
+ * A fixed piece of work (four JSON.stringify of a model call's payload), timed here in a hot loop
+ * and, in the per-call measure, right after an unwrapped call: the ratio says how much slower the
+ * same code runs once the call's result comes in (after a socket wait the caches are cold), so
+ * that the instrumentation's added time can be read against it.
+ */
+const FIXED_WORK_PAYLOAD = {
+  provider: 'openai',
+  model: 'gpt-4o-mini',
+  input: {
+    messages: [
+      { role: 'system', content: 'You are a trading agent. Answer in one line.' },
+      { role: 'user', content: 'Quote 1 SOL in USDC on Jupiter and tell me the best route.' },
+    ],
+  },
+  output: { content: 'Route: SOL → USDC via Orca, 148.21 USDC.', finishReason: 'stop' },
+};
+let fixedWorkSink = 0;
+function fixedWork() {
+  for (let k = 0; k < 4; k++) fixedWorkSink += JSON.stringify(FIXED_WORK_PAYLOAD).length;
+}
+/** µs of one fixedWork() in a hot loop: the median of 21 timings of 2,000. */
+const FIXED_WORK_HOT_US = (() => {
+  for (let i = 0; i < 20_000; i++) fixedWork();
+  const times = [];
+  for (let round = 0; round < 21; round++) {
+    const t0 = performance.now();
+    for (let i = 0; i < 2_000; i++) fixedWork();
+    times.push(((performance.now() - t0) * 1000) / 2_000);
+  }
+  return /** @type {number} */ (median(times));
+})();
 const FAMILIES = (process.env.BENCH_SCENARIOS ?? 'openai,anthropic,mcp')
   .split(',')
   .map((f) => f.trim());
@@ -616,14 +656,17 @@ async function timeCalls(call, calls, recording) {
 }
 
 /**
- * The caller's view, one call at a time: every side's call in turn, `pairs` times (the order
- * rotating, so no side always follows the same one), each call timed alone from the call to its
- * result read whole (a stream to its end), wall-clock and this process's CPU. Each side's
- * recording client flushes on its own timer, as in real use, so a flush (serialisation, gzip,
- * the garbage they leave) lands inside whichever call is under way when it fires, on any side.
- * The figure is the median of the per-call differences between sides run back to back: what one
- * call waits for the instrumentation, typically; a call a flush or a collection fell into is an
- * outlier of the distribution, on every side alike (its cost per event is the batch figures').
+ * The caller's view, one call at a time: every side's call once per round, in an order shuffled
+ * anew each round (seeded), `pairs` rounds, each call timed alone from the call to its result
+ * read whole (a stream to its end), wall-clock and this process's CPU. The shuffle matters: in a
+ * fixed rotation each side always follows the same one and pays for what that one left behind
+ * (its garbage, its promise chains' tails), which made two identical sides differ by 12–19 µs
+ * over loopback HTTP. Each side's recording client flushes on its own timer, as in real use, so a
+ * flush (serialisation, gzip, the garbage they leave) lands inside whichever call is under way
+ * when it fires, on any side. The figure is the median of the per-call differences between sides
+ * of the same round: what one call waits for the instrumentation, typically; a call a flush or a
+ * collection fell into is an outlier of the distribution, on every side alike (its cost per event
+ * is the batch figures').
  * @param {Partial<Record<Side, Call>>} sides
  * @param {number} pairs
  * @returns {Promise<Record<Side, Timing[]>>}
@@ -633,9 +676,14 @@ async function timeEachCall(sides, pairs) {
   const runs = /** @type {Record<Side, Timing[]>} */ (
     Object.fromEntries(names.map((side) => [side, /** @type {Timing[]} */ ([])]))
   );
-  for (let i = 0; i < pairs; i++)
-    for (let j = 0; j < names.length; j++) {
-      const side = /** @type {Side} */ (names[(i + j) % names.length]);
+  const random = seededRandom(0x9e3779b9);
+  const order = [...names];
+  for (let i = 0; i < pairs; i++) {
+    for (let k = order.length - 1; k > 0; k--) {
+      const r = Math.floor(random() * (k + 1));
+      [order[k], order[r]] = [/** @type {Side} */ (order[r]), /** @type {Side} */ (order[k])];
+    }
+    for (const side of order) {
       const call = /** @type {Call} */ (sides[side]);
       const cpu0 = process.cpuUsage();
       const t0 = performance.now();
@@ -644,6 +692,7 @@ async function timeEachCall(sides, pairs) {
       const { user, system } = process.cpuUsage(cpu0);
       runs[side].push({ wall, cpu: user + system });
     }
+  }
   return runs;
 }
 
@@ -664,7 +713,9 @@ function pairedDifference(runs, side, base, of) {
 
 /**
  * The sides compared; `baseline` only with BENCH_BASELINE_CLIENT.
- * @typedef {'plain' | 'byHand' | 'wrapped' | 'baseline'} Side
+ * Per call only: `plainAgain`, a second unwrapped client, whose difference to `plain` is the
+ * measure's own noise; `plainThenWork`, an unwrapped call followed by fixedWork().
+ * @typedef {'plain' | 'plainAgain' | 'plainThenWork' | 'byHand' | 'wrapped' | 'baseline'} Side
  */
 /** @typedef {'http' | 'stdio' | 'memory'} Transport */
 
@@ -701,6 +752,9 @@ function pairedDifference(runs, side, base, of) {
  * @property {number} callRatio
  * @property {number} callByHandOverheadUs
  * @property {number} callOverheadCpuUs
+ * @property {number} callNoiseUs
+ * @property {number} fixedWorkHotUs
+ * @property {number} fixedWorkAfterCallUs
  */
 
 /**
@@ -714,6 +768,11 @@ function pairedDifference(runs, side, base, of) {
  * @property {number} callRatio 1 + callOverheadUs / callPlainUs
  * @property {number} callByHandOverheadUs median of (by hand − unwrapped)
  * @property {number} callOverheadCpuUs the same as callOverheadUs, in this process's CPU
+ * @property {number} callNoiseUs median of (unwrapped − unwrapped) for two clients alike: the
+ *   measure's own error
+ * @property {number} fixedWorkHotUs fixedWork() in a hot loop
+ * @property {number} fixedWorkAfterCallUs fixedWork() right after the call's result: median of
+ *   (unwrapped then fixedWork − unwrapped)
  */
 
 /**
@@ -727,11 +786,18 @@ async function eachCallFigures(kit, name) {
   const wrapped = recordingClient(CURRENT, 'timer');
   const byHand = recordingClient(CURRENT, 'timer');
   const plainClient = await kit.make();
+  const plainAgain = await kit.make();
+  const workedClient = await kit.make();
   const handClient = await kit.make();
   const wrappedClient = kit.wrap(CURRENT, await kit.make(), wrapped.session);
   /** @type {Partial<Record<Side, Call>>} */
   const sides = {
     plain: () => kit.call(plainClient),
+    plainAgain: () => kit.call(plainAgain),
+    plainThenWork: async () => {
+      await kit.call(workedClient);
+      fixedWork();
+    },
     byHand: () => kit.byHand(handClient, byHand.session),
     wrapped: () => kit.call(wrappedClient),
   };
@@ -756,6 +822,9 @@ async function eachCallFigures(kit, name) {
     callRatio: 1 + callOverheadUs / plainWall,
     callByHandOverheadUs: pairedDifference(runs, 'byHand', 'plain', 'wall'),
     callOverheadCpuUs: pairedDifference(runs, 'wrapped', 'plain', 'cpu'),
+    callNoiseUs: pairedDifference(runs, 'plainAgain', 'plain', 'wall'),
+    fixedWorkHotUs: FIXED_WORK_HOT_US,
+    fixedWorkAfterCallUs: pairedDifference(runs, 'plainThenWork', 'plain', 'wall'),
   };
 }
 
@@ -923,6 +992,8 @@ async function main() {
       await server?.close();
     }
   }
+  // (reading the sink keeps the fixed work from being optimised away, and shows that it ran)
+  if (fixedWorkSink === 0) throw new Error('the fixed work of the per-call measure never ran');
   const loadAfter = loads();
   const rows = [
     [
@@ -930,6 +1001,8 @@ async function main() {
       'call: unwrapped µs',
       'call: added µs',
       'call: ratio',
+      'call: A/A noise µs',
+      'fixed work after call / hot',
       'batches: unwrapped µs',
       'batches: wrapped µs',
       'batches: overhead µs',
@@ -949,6 +1022,8 @@ async function main() {
       s.callPlainUs.toFixed(1),
       s.callOverheadUs.toFixed(1),
       s.callRatio.toFixed(3),
+      s.callNoiseUs.toFixed(1),
+      `${s.fixedWorkAfterCallUs.toFixed(1)} / ${s.fixedWorkHotUs.toFixed(1)}`,
       s.plainUsPerCall.toFixed(1),
       s.wrappedUsPerCall.toFixed(1),
       s.overheadUsPerCall.toFixed(1),

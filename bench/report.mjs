@@ -520,6 +520,8 @@ function dashboardRows(json) {
  * @property {number} [callOverheadUs] median of per-call paired differences, wrapped − unwrapped
  * @property {number} [callPlainUs] median unwrapped call
  * @property {number} [callRatio]
+ * @property {number} [fixedWorkHotUs]
+ * @property {number} [fixedWorkAfterCallUs]
  */
 
 /**
@@ -553,7 +555,11 @@ function instrumentationsRows(json) {
           baselineLabel: 'unwrapped call',
           target: ratioCounts ? '< 20 µs and < 5 %' : '< 20 µs',
           meets: (v) => v < 20 && (!ratioCounts || callRatio < 1.05),
-          note: `ratio ${callRatio.toFixed(3)}${load ? `; load average ${load.join(' / ')}` : ''}`,
+          note: `ratio ${callRatio.toFixed(3)}${
+            typeof s.fixedWorkAfterCallUs === 'number' && typeof s.fixedWorkHotUs === 'number'
+              ? `; a fixed ${s.fixedWorkHotUs.toFixed(1)} µs of hot work takes ${s.fixedWorkAfterCallUs.toFixed(1)} µs right after this call`
+              : ''
+          }${load ? `; load average ${load.join(' / ')}` : ''}`,
         }),
       );
     }
