@@ -12,6 +12,9 @@ import { otlpRoutes } from './http/otlp-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
 import { BodyParsePool } from './http/body-parse-pool.js';
 import { dashboardAssetsDir, dashboardRoutes } from './http/dashboard-routes.js';
+import { shareRoutes, sharedRoutes } from './http/share-routes.js';
+import { ShareLinks } from './sharing/share-links.js';
+import { ShareTokenSeal } from './sharing/share-token.js';
 import { dashboardSignIn } from './auth/dashboard-sign-in.js';
 import { registerJsonBody } from './http/json-body.js';
 import { boundedValidatorCompiler } from './http/schema-validator.js';
@@ -38,6 +41,7 @@ import { ExportSlots } from './lifecycle/export-slots.js';
 import { FairAdmission } from './admission/fair-admission.js';
 import { registerFairAdmission } from './http/fair-admission-hook.js';
 import { serializeError } from './observability/log-error.js';
+import { serializeRequest } from './observability/log-request.js';
 import { Metrics } from './observability/metrics.js';
 import type { Store } from './store/open-store.js';
 
@@ -102,7 +106,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
             // Keys, tokens and payloads never reach the logs: requests are logged by method,
             // route and id only, and these are redacted should a serializer ever include them.
             redact: ['req.headers.authorization', 'req.headers.cookie', 'req.body', 'res.body'],
-            serializers: { err: serializeError },
+            serializers: { err: serializeError, req: serializeRequest },
             ...(deps.logger ? { stream: deps.logger.destination } : {}),
           },
     // Honour a caller's request id when it is sane, so logs can be joined across services.
@@ -272,7 +276,15 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     limits: bodyLimits,
     largeBodies: largeBodyParsing,
   });
-  await app.register(readRoutes, { store, identity });
+  const shareSecret = config.auth.shareSecret ?? config.auth.jwtSecret;
+  const shareLinks = new ShareLinks({
+    store,
+    seal: shareSecret === undefined ? undefined : new ShareTokenSeal(shareSecret),
+    guesses: credentialGuesses(),
+  });
+  await app.register(readRoutes, { store, identity, shareLinks });
+  await app.register(shareRoutes, { identity, shares: shareLinks });
+  await app.register(sharedRoutes, { shares: shareLinks });
   await app.register(agentRoutes, {
     store,
     identity,

@@ -87,6 +87,12 @@ export interface AuthConfig {
    */
   adminApiHidden?: boolean;
   jwtSecret: string | undefined;
+  /**
+   * SHARE_SECRET: what share links' tokens are sealed with, so that a run's team can be shown its
+   * current link (the store keeps only the token's hash and its sealed copy); defaults to
+   * JWT_SECRET. Every instance needs the same one.
+   */
+  shareSecret: string | undefined;
   jwtJwksUrl: string | undefined;
   jwtIssuer: string | undefined;
   jwtAudience: string | undefined;
@@ -407,6 +413,9 @@ export function loadConfig(env: Env = process.env): Config {
   const jwtSecret = text(env, 'JWT_SECRET');
   if (jwtSecret !== undefined && jwtSecret.length < 32)
     throw new ConfigError('JWT_SECRET must be at least 32 characters');
+  const shareSecret = text(env, 'SHARE_SECRET');
+  if (shareSecret !== undefined && shareSecret.length < 32)
+    throw new ConfigError('SHARE_SECRET must be at least 32 characters');
   const adminToken = text(env, 'ADMIN_TOKEN');
   if (adminToken !== undefined && adminToken.length < 16)
     throw new ConfigError('ADMIN_TOKEN must be at least 16 characters');
@@ -478,6 +487,7 @@ export function loadConfig(env: Env = process.env): Config {
     auth: {
       adminToken,
       jwtSecret,
+      shareSecret,
       jwtJwksUrl,
       jwtIssuer: text(env, 'JWT_ISSUER'),
       jwtAudience: text(env, 'JWT_AUDIENCE'),

@@ -21,6 +21,7 @@ export type ErrorCode =
   | 'too-many-requests'
   | 'store-unavailable'
   | 'live-unavailable'
+  | 'sharing-unavailable'
   | 'shutting-down'
   | 'internal';
 

@@ -24,6 +24,7 @@ const HTTP: Record<ErrorCode, { status: number; title: string }> = {
   'too-many-requests': { status: 429, title: 'Too many requests' },
   'store-unavailable': { status: 503, title: 'Service unavailable' },
   'live-unavailable': { status: 503, title: 'Service unavailable' },
+  'sharing-unavailable': { status: 503, title: 'Sharing is not set up' },
   'shutting-down': { status: 503, title: 'Service unavailable' },
   internal: { status: 500, title: 'Internal server error' },
 };

@@ -21,13 +21,15 @@ import { listAgents } from '../read/agent-list.js';
 import { readAgentStats } from '../read/agent-stats.js';
 import { readAnalysis } from '../read/analysis-reader.js';
 import { readFingerprints } from '../read/fingerprint-reader.js';
-import { listTraces, readTrace } from '../read/trace-reader.js';
+import { listTraces, readTrace, type CurrentShareToken } from '../read/trace-reader.js';
 import type { Store } from '../store/open-store.js';
 import { requireUser, userOf } from './authentication.js';
 
 export interface ReadRoutesOptions {
   store: Store;
   identity: IdentityVerifier;
+  /** Shows a shared run's current link in `trace.shareToken`. */
+  shareLinks?: CurrentShareToken;
 }
 
 const notFound = () =>
@@ -36,7 +38,7 @@ const notFound = () =>
 /** The dashboard's read API, authenticated by identity JWT; any role on the agent may read. */
 export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
   app,
-  { store, identity },
+  { store, identity, shareLinks },
 ) => {
   app.addHook('onRequest', requireUser(identity));
 
@@ -66,7 +68,13 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
       },
     },
     async (request) => {
-      const outcome = await readTrace(store, userOf(request), request.params.id, request.query);
+      const outcome = await readTrace(
+        store,
+        userOf(request),
+        request.params.id,
+        request.query,
+        shareLinks,
+      );
       if (outcome.kind === 'invalid') throw validationFailed(outcome.errors);
       if (outcome.kind === 'not-found') throw notFound();
       const { kind: _kind, ...page } = outcome;

@@ -1,4 +1,5 @@
 import type { TraceAnalysis } from '@flightlog/protocol';
+import type { LatestAnalysisLookup } from '../store/analysis-store.js';
 import type { Store } from '../store/open-store.js';
 import { isoOrNullFromRow } from '../store/row-dates.js';
 
@@ -15,7 +16,11 @@ export async function readAnalysis(
   userId: string,
   traceId: string,
 ): Promise<AnalysisLookup> {
-  const found = await store.analysis.latestForMember(userId, traceId);
+  return toAnalysisLookup(await store.analysis.latestForMember(userId, traceId));
+}
+
+/** What a reader is told of a trace's latest analysis job, as the store found it. */
+export function toAnalysisLookup(found: LatestAnalysisLookup): AnalysisLookup {
   if (found.kind === 'invisible') return { kind: 'not-found' };
   if (found.kind === 'never-queued')
     return { kind: 'not-finished', traceStatus: found.traceStatus };

@@ -26,6 +26,7 @@ export async function readTrace(
   userId: string,
   traceId: string,
   query: { limit?: string | undefined; cursor?: string | undefined } = {},
+  shareLinks?: CurrentShareToken,
 ): Promise<TraceOutcome> {
   const errors: FieldError[] = [];
   const limit = parseLimit(query.limit, DEFAULT_EVENT_PAGE_SIZE, MAX_EVENT_PAGE_SIZE, errors);
@@ -37,7 +38,15 @@ export async function readTrace(
     maxBytes: EVENT_PAGE_MAX_BYTES,
     ...(after ? { after } : {}),
   });
-  return found ? { kind: 'found', ...found } : { kind: 'not-found' };
+  if (!found) return { kind: 'not-found' };
+  // the team sees the run's current public link (the store keeps only its hash and sealed copy)
+  const shareToken = shareLinks ? await shareLinks.currentToken(traceId) : null;
+  return { kind: 'found', ...found, trace: { ...found.trace, shareToken } };
+}
+
+/** Where a run's current share token is read from (sharing/share-links.ts). */
+export interface CurrentShareToken {
+  currentToken(traceId: string): Promise<string | null>;
 }
 
 /** A list's `limit` query parameter: `fallback` when absent; else an error in `errors`. */

@@ -219,17 +219,26 @@ FROM expired e
 WHERE j.id = e.id AND j.state = 'running' AND j.attempts = e.attempts
 RETURNING j.id, j.state`;
 
-const LATEST_FOR_MEMBER = `
+/** The latest analysis job of trace $1, for those `access` lets in (a join on `t`). */
+const latestAnalysis = (access: string) => `
 SELECT t.status AS "traceStatus", j.id AS "jobId", j.state, j.autopsy, j.analyzer,
        j.fallback_reason AS "fallbackReason", j.last_error AS "lastError", j.attempts,
        j.created_at AS "createdAt", j.started_at AS "startedAt", j.finished_at AS "finishedAt",
        EXTRACT(EPOCH FROM j.finished_at - j.started_at)::float8 * 1000 AS "durationMs"
 FROM traces t
-JOIN members m ON m.agent_id = t.agent_id AND m.user_id = $2
+${access}
 LEFT JOIN LATERAL (
   SELECT * FROM analysis_jobs j WHERE j.trace_id = t.id ORDER BY j.id DESC LIMIT 1
 ) j ON true
 WHERE t.id = $1`;
+/** For a member of the trace's agent: $2 is the user. */
+const LATEST_FOR_MEMBER = latestAnalysis(
+  'JOIN members m ON m.agent_id = t.agent_id AND m.user_id = $2',
+);
+/** For the holder of the trace's share link: $2 is the token's hash. */
+const LATEST_FOR_SHARE = latestAnalysis(
+  'JOIN trace_shares s ON s.trace_id = t.id AND s.token_hash = $2',
+);
 
 /** Runs a statement that may meet a newer pending job on the one-pending index; see FAIL. */
 async function retryOnUniqueViolation<T>(work: () => Promise<T>): Promise<T> {
@@ -369,14 +378,27 @@ export class AnalysisStore {
   }
 
   /** The latest analysis job of a trace `userId` may see (any role on its agent). */
-  async latestForMember(userId: string, traceId: string): Promise<LatestAnalysisLookup> {
+  latestForMember(userId: string, traceId: string): Promise<LatestAnalysisLookup> {
+    return this.latest(LATEST_FOR_MEMBER, traceId, userId);
+  }
+
+  /** The latest analysis job of the trace shared under the token whose hash is `tokenHash`. */
+  latestForShare(traceId: string, tokenHash: string): Promise<LatestAnalysisLookup> {
+    return this.latest(LATEST_FOR_SHARE, traceId, tokenHash);
+  }
+
+  private async latest(
+    statement: string,
+    traceId: string,
+    access: string,
+  ): Promise<LatestAnalysisLookup> {
     const [row] = await this.sql.query<
       Omit<LatestAnalysisRow, 'state'> & {
         traceStatus: string;
         jobId: number | null;
         state: LatestAnalysisRow['state'] | null;
       }
-    >(LATEST_FOR_MEMBER, [traceId, userId]);
+    >(statement, [traceId, access]);
     if (!row) return { kind: 'invisible' };
     if (row.jobId === null || row.state === null)
       return { kind: 'never-queued', traceStatus: row.traceStatus };

@@ -8,6 +8,7 @@ import { migrate } from './migrate.js';
 import { openPgliteClient } from './pglite-client.js';
 import type { DataDirDurability } from './pglite-durability.js';
 import { openPostgresClient } from './postgres-client.js';
+import { ShareStore } from './share-store.js';
 import type { SqlClient, StoreEngine } from './sql-client.js';
 import { StatsStore } from './stats-store.js';
 import { TraceStore } from './trace-store.js';
@@ -62,6 +63,8 @@ export interface Store {
   readonly exports: ExportStore;
   /** Deletions and lifecycle changes: who, what, when. */
   readonly audit: AuditStore;
+  /** Runs' public share links. */
+  readonly shares: ShareStore;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -106,6 +109,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     lifecycle: new LifecycleStore(sql),
     exports: new ExportStore(sql),
     audit: new AuditStore(sql),
+    shares: new ShareStore(sql),
     ping: () => sql.ping(),
     close: () => sql.close(),
   };

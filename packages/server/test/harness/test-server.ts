@@ -45,6 +45,8 @@ export interface TestServerOptions {
   bus?: BusName;
   /** Share another server's store location and Redis prefix (multi-instance tests). */
   shareWith?: TestServer;
+  /** Collects the app's JSON log lines here (logging is off otherwise). */
+  logLines?: string[];
   /** Adds to the app before it listens (e.g. a route the test controls). */
   beforeListen?: (app: FlightlogApp['app']) => void;
 }
@@ -55,7 +57,8 @@ export async function startTestServer(
   options: TestServerOptions = {},
 ): Promise<TestServer> {
   const adminToken = randomBytes(24).toString('hex');
-  const jwtSecret = randomBytes(32).toString('hex');
+  // instances of one deployment share their secret (identity tokens, share links)
+  const jwtSecret = options.shareWith?.jwtSecret ?? randomBytes(32).toString('hex');
   const location = options.shareWith?.location ?? freshLocation(engine);
   const config = changeConfig(
     changeConfig(loadConfig({}), {
@@ -80,7 +83,13 @@ export async function startTestServer(
       : undefined;
   // as the server does at start-up: publishing before the connection is up would fail fast
   if (bus && !(await bus.ready(5_000))) throw new Error('Redis bus not ready within 5 s');
-  const built = await buildApp({ config, store, logger: false, ...(bus ? { bus } : {}) });
+  const lines = options.logLines;
+  const built = await buildApp({
+    config,
+    store,
+    logger: lines ? { destination: { write: (line: string) => lines.push(line) } } : false,
+    ...(bus ? { bus } : {}),
+  });
   options.beforeListen?.(built.app);
   await built.app.listen({ port: 0, host: '127.0.0.1' });
   const address = built.app.server.address();

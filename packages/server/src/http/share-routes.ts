@@ -1,0 +1,180 @@
+import { EventSchema, ProblemSchema, TraceAnalysisSchema, TraceSchema } from '@flightlog/protocol';
+import { Type } from '@sinclair/typebox';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { FastifyRequest } from 'fastify';
+import type { IdentityVerifier } from '../auth/identity.js';
+import { bearerCredential } from '../auth/secrets.js';
+import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
+import type { ShareLinks } from '../sharing/share-links.js';
+import { requireUser, userOf } from './authentication.js';
+
+export interface ShareRoutesOptions {
+  identity: IdentityVerifier;
+  shares: ShareLinks;
+}
+
+const TraceParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
+const noTrace = () =>
+  new FlightlogError('not-found', 'No such trace, or you have no access to it.');
+const notEditor = () =>
+  new FlightlogError('forbidden', 'Only owners and editors of this agent share its runs.');
+
+const ShareLinkSchema = Type.Object({
+  shareToken: Type.String(),
+  /** The public page, below this server's origin: `/shared/<token>`. */
+  path: Type.String(),
+});
+
+/**
+ * Sharing a run and ending its link (owners and editors, identity JWT). Thin: each route calls
+ * one function of sharing/.
+ */
+export const shareRoutes: FastifyPluginAsyncTypebox<ShareRoutesOptions> = async (
+  app,
+  { identity, shares },
+) => {
+  app.addHook('onRequest', requireUser(identity));
+
+  app.post(
+    '/v1/traces/:id/share',
+    {
+      schema: {
+        summary:
+          "Share a run: its public link (a new one, or the run's current one), which shows this " +
+          'one run read-only to anyone who holds it (owners and editors)',
+        params: TraceParams,
+        response: {
+          200: ShareLinkSchema,
+          201: ShareLinkSchema,
+          401: ProblemSchema,
+          403: ProblemSchema,
+          404: ProblemSchema,
+          503: ProblemSchema,
+        },
+      },
+    },
+    async (request, reply) => {
+      const outcome = await shares.share(userOf(request), request.params.id);
+      if (outcome.kind === 'not-found') throw noTrace();
+      if (outcome.kind === 'forbidden') throw notEditor();
+      if (outcome.kind === 'unavailable')
+        throw new FlightlogError(
+          'sharing-unavailable',
+          'This server has no secret to keep share links with: set SHARE_SECRET (or JWT_SECRET).',
+        );
+      reply.header('cache-control', 'no-store');
+      return reply
+        .code(outcome.created ? 201 : 200)
+        .send({ shareToken: outcome.shareToken, path: outcome.path });
+    },
+  );
+
+  app.delete(
+    '/v1/traces/:id/share',
+    {
+      schema: {
+        summary: "End a run's public link at once, on every instance (owners and editors)",
+        params: TraceParams,
+        response: {
+          204: Type.Null(),
+          401: ProblemSchema,
+          403: ProblemSchema,
+          404: ProblemSchema,
+        },
+      },
+    },
+    async (request, reply) => {
+      const outcome = await shares.unshare(userOf(request), request.params.id);
+      if (outcome.kind === 'not-found') throw noTrace();
+      if (outcome.kind === 'forbidden') throw notEditor();
+      return reply.code(204).send(null);
+    },
+  );
+};
+
+/** The share token of a request to the public routes: `Authorization: Bearer fls_…`. */
+function shareTokenOf(request: FastifyRequest): string | undefined {
+  return bearerCredential(request.headers.authorization);
+}
+
+const noShare = () => new FlightlogError('not-found', 'This link shares nothing.');
+
+/**
+ * What the holder of a share link reads, with the token as bearer credential (a header: never
+ * in an address a log or a `Referer` would carry): the one shared run, its events page by page,
+ * its autopsy. No route takes a trace id, so a token reaches its own run and nothing else. A
+ * token that shares nothing — never did, unshared, its run deleted — is a `404` like any other,
+ * and counts against the address as a failed API key does.
+ */
+export const sharedRoutes: FastifyPluginAsyncTypebox<{ shares: ShareLinks }> = async (
+  app,
+  { shares },
+) => {
+  const access = async (request: FastifyRequest) => {
+    const granted = await shares.access(shareTokenOf(request), request.ip);
+    if (granted.kind === 'too-many')
+      throw new FlightlogError(
+        'too-many-requests',
+        'Too many links that share nothing from this address; try again later.',
+        { retryAfterSeconds: granted.retryAfterSeconds },
+      );
+    if (granted.kind === 'not-found') throw noShare();
+    return granted.tokenHash;
+  };
+
+  app.get(
+    '/v1/shared/trace',
+    {
+      schema: {
+        summary: 'The shared run and one page of its events, ordered by sequence (share token)',
+        querystring: Type.Object(
+          {
+            limit: Type.Optional(Type.String({ maxLength: 10 })),
+            cursor: Type.Optional(Type.String({ maxLength: 1024 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: Type.Object({
+            trace: TraceSchema,
+            events: Type.Array(EventSchema),
+            nextCursor: Type.Union([Type.String(), Type.Null()]),
+          }),
+          400: ProblemSchema,
+          404: ProblemSchema,
+          429: ProblemSchema,
+        },
+      },
+    },
+    async (request, reply) => {
+      const tokenHash = await access(request);
+      const outcome = await shares.readTrace(tokenHash, request.query);
+      if (outcome.kind === 'invalid') throw validationFailed(outcome.errors);
+      if (outcome.kind === 'not-found') throw noShare();
+      reply.header('cache-control', 'no-store');
+      const { kind: _kind, ...page } = outcome;
+      return page;
+    },
+  );
+
+  app.get(
+    '/v1/shared/analysis',
+    {
+      schema: {
+        summary: "The autopsy of the shared run's latest finalisation (share token)",
+        response: { 200: TraceAnalysisSchema, 404: ProblemSchema, 429: ProblemSchema },
+      },
+    },
+    async (request, reply) => {
+      const outcome = await shares.readAnalysis(await access(request));
+      if (outcome.kind === 'not-found') throw noShare();
+      if (outcome.kind === 'not-finished')
+        throw new FlightlogError(
+          'not-found',
+          `No analysis: the run is ${outcome.traceStatus} and has not finished.`,
+        );
+      reply.header('cache-control', 'no-store');
+      return outcome.analysis;
+    },
+  );
+};

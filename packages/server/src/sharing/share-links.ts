@@ -1,0 +1,172 @@
+import type { Event, FieldError, Trace } from '@flightlog/protocol';
+import type { KeyGuessLimiter } from '../auth/key-guess-limiter.js';
+import { toAnalysisLookup, type AnalysisLookup } from '../read/analysis-reader.js';
+import {
+  badCursor,
+  DEFAULT_EVENT_PAGE_SIZE,
+  EVENT_PAGE_MAX_BYTES,
+  MAX_EVENT_PAGE_SIZE,
+  parseLimit,
+} from '../read/trace-reader.js';
+import { decodeEventCursor } from '../store/event-pages.js';
+import type { Store } from '../store/open-store.js';
+import {
+  generateShareToken,
+  isShareToken,
+  shareTokenHash,
+  type ShareTokenSeal,
+} from './share-token.js';
+
+/*
+ * Public share links of runs (issue 25, part 1). An owner or editor of a run's agent shares it;
+ * whoever holds the link then reads that one run — the trace, its events, its autopsy — and
+ * nothing else: the link names no trace (the token is the only key), so no request made with it
+ * can reach another run, an agent, or a member. Every read looks the token up in the store, so
+ * unsharing (or deleting the run) ends the link at once, on every instance.
+ */
+
+/** Where the public page of a shared run is, below the service's origin. */
+export const SHARED_PAGE_PREFIX = '/shared/';
+
+export interface ShareLinksOptions {
+  store: Store;
+  /** Seals tokens for showing them to the team; undefined: sharing is off (no secret). */
+  seal: ShareTokenSeal | undefined;
+  /** Failed token checks per address (guessing costs what guessing an API key costs). */
+  guesses: KeyGuessLimiter;
+}
+
+export type ShareOutcome =
+  | { kind: 'shared'; shareToken: string; path: string; created: boolean }
+  | { kind: 'not-found' }
+  | { kind: 'forbidden' }
+  /** No secret to seal tokens with: the server cannot share. */
+  | { kind: 'unavailable' };
+
+export type UnshareOutcome =
+  { kind: 'unshared'; hadLink: boolean } | { kind: 'not-found' } | { kind: 'forbidden' };
+
+/** How a request's share token was taken. */
+export type SharedAccess =
+  | { kind: 'granted'; tokenHash: string }
+  /** Not a token, or one that shares nothing: the same answer, a 404. */
+  | { kind: 'not-found' }
+  /** The address made too many failed attempts: wait this long. */
+  | { kind: 'too-many'; retryAfterSeconds: number };
+
+export type SharedTraceOutcome =
+  | { kind: 'found'; trace: Trace; events: Event[]; nextCursor: string | null }
+  | { kind: 'not-found' }
+  | { kind: 'invalid'; errors: FieldError[] };
+
+const pathOf = (token: string) => `${SHARED_PAGE_PREFIX}${token}`;
+
+export class ShareLinks {
+  constructor(private readonly options: ShareLinksOptions) {}
+
+  /** True when this server can share runs (it has a secret to seal tokens with). */
+  get available(): boolean {
+    return this.options.seal !== undefined;
+  }
+
+  /**
+   * Shares a run (owners and editors of its agent): its current link when it has one, else a new
+   * one. A link sealed under another secret than this server's cannot be shown: it is replaced.
+   */
+  async share(userId: string, traceId: string): Promise<ShareOutcome> {
+    const { store, seal } = this.options;
+    const access = await this.editorAccess(userId, traceId);
+    if (access !== 'granted') return { kind: access };
+    if (seal === undefined) return { kind: 'unavailable' };
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const current = await store.shares.shareOf(traceId);
+      if (current) {
+        const token = seal.open(current.sealedToken);
+        if (token !== undefined)
+          return { kind: 'shared', shareToken: token, path: pathOf(token), created: false };
+        await store.shares.remove(traceId);
+      }
+      const token = generateShareToken();
+      const written = await store.shares.put(
+        { traceId, tokenHash: shareTokenHash(token), sealedToken: seal.seal(token) },
+        userId,
+      );
+      if (written.kind === 'no-trace') return { kind: 'not-found' };
+      if (written.kind === 'stored')
+        return { kind: 'shared', shareToken: token, path: pathOf(token), created: true };
+      // a concurrent request stored its link first: show that one (next round)
+    }
+    return { kind: 'not-found' };
+  }
+
+  /** Ends a run's link at once (owners and editors); a run without one is left as it is. */
+  async unshare(userId: string, traceId: string): Promise<UnshareOutcome> {
+    const access = await this.editorAccess(userId, traceId);
+    if (access !== 'granted') return { kind: access };
+    return { kind: 'unshared', hadLink: await this.options.store.shares.remove(traceId) };
+  }
+
+  /**
+   * The current share token of a run, for its team (the read API's `trace.shareToken`): null when
+   * it is not shared, or its link was sealed under another secret.
+   */
+  async currentToken(traceId: string): Promise<string | null> {
+    const { store, seal } = this.options;
+    if (seal === undefined) return null;
+    const current = await store.shares.shareOf(traceId);
+    return current ? (seal.open(current.sealedToken) ?? null) : null;
+  }
+
+  /**
+   * Checks a request's share token, counted against its address as a failure until it turns out
+   * to share a run, so that concurrent guesses cannot outrun the limit.
+   */
+  async access(token: string | undefined, address: string): Promise<SharedAccess> {
+    const { guesses, store } = this.options;
+    const wait = guesses.retryAfterSeconds(address);
+    if (wait > 0) return { kind: 'too-many', retryAfterSeconds: wait };
+    guesses.recordFailure(address);
+    if (token === undefined || !isShareToken(token)) return { kind: 'not-found' };
+    const tokenHash = shareTokenHash(token);
+    if ((await store.shares.traceIdOf(tokenHash)) === undefined) return { kind: 'not-found' };
+    guesses.withdrawFailure(address);
+    return { kind: 'granted', tokenHash };
+  }
+
+  /** The shared run and one page of its events (the read API's paging). */
+  async readTrace(
+    tokenHash: string,
+    query: { limit?: string | undefined; cursor?: string | undefined } = {},
+  ): Promise<SharedTraceOutcome> {
+    const errors: FieldError[] = [];
+    const limit = parseLimit(query.limit, DEFAULT_EVENT_PAGE_SIZE, MAX_EVENT_PAGE_SIZE, errors);
+    const after = query.cursor === undefined ? undefined : decodeEventCursor(query.cursor);
+    if (query.cursor !== undefined && after === undefined) errors.push(badCursor());
+    if (errors.length > 0) return { kind: 'invalid', errors };
+    const found = await this.options.store.shares.sharedTrace(tokenHash, {
+      limit,
+      maxBytes: EVENT_PAGE_MAX_BYTES,
+      ...(after ? { after } : {}),
+    });
+    if (!found) return { kind: 'not-found' };
+    // the link is the team's to show, not the public's: a shared page never shows its own token
+    return { kind: 'found', ...found, trace: { ...found.trace, shareToken: null } };
+  }
+
+  /** The autopsy of the shared run's latest finalisation. */
+  async readAnalysis(tokenHash: string): Promise<AnalysisLookup> {
+    const { store } = this.options;
+    const traceId = await store.shares.traceIdOf(tokenHash);
+    if (traceId === undefined) return { kind: 'not-found' };
+    return toAnalysisLookup(await store.analysis.latestForShare(traceId, tokenHash));
+  }
+
+  private async editorAccess(
+    userId: string,
+    traceId: string,
+  ): Promise<'granted' | 'not-found' | 'forbidden'> {
+    const role = await this.options.store.shares.roleOnRun(userId, traceId);
+    if (role === undefined) return 'not-found';
+    return role === 'viewer' ? 'forbidden' : 'granted';
+  }
+}
