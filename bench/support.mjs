@@ -327,6 +327,20 @@ export function machineInfo(root) {
 }
 
 /**
+ * The pids in /proc (Linux); null where there is no /proc.
+ * @returns {number[] | null}
+ */
+export function procPids() {
+  let entries;
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return null;
+  }
+  return entries.filter((entry) => /^\d+$/.test(entry)).map(Number);
+}
+
+/**
  * The pids of processes named `name` (their /proc comm).
  * @param {string} name
  * @returns {number[]}
@@ -334,16 +348,9 @@ export function machineInfo(root) {
 export function pidsNamed(name) {
   /** @type {number[]} */
   const pids = [];
-  let entries;
-  try {
-    entries = readdirSync('/proc');
-  } catch {
-    return pids;
-  }
-  for (const entry of entries) {
-    if (!/^\d+$/.test(entry)) continue;
+  for (const pid of procPids() ?? []) {
     try {
-      if (readFileSync(`/proc/${entry}/comm`, 'utf8').trim() === name) pids.push(Number(entry));
+      if (readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === name) pids.push(pid);
     } catch {
       // gone meanwhile
     }
@@ -653,6 +660,23 @@ export function spawnCli(lifecycle, { cli, args = [], env, tag, cwd, nodeArgs = 
   };
   lifecycle.onCleanup(() => handle.stop());
   return handle;
+}
+
+/**
+ * A bare baseline server run as a child, with the address it printed.
+ * @typedef {ChildHandle & { port: number, base: string }} ChildServer
+ */
+
+/**
+ * A baseline server child (one that calls serveUntilParentGoes), once it has printed its port.
+ * @param {Lifecycle} lifecycle
+ * @param {Parameters<typeof spawnCli>[1]} options
+ * @returns {Promise<ChildServer>}
+ */
+export async function startChildServer(lifecycle, options) {
+  const child = spawnCli(lifecycle, { stdin: 'pipe', ...options });
+  const [, port] = await child.waitFor(/"port":(\d+)/, 10_000);
+  return { ...child, port: Number(port), base: `http://127.0.0.1:${port}` };
 }
 
 /**
