@@ -27,8 +27,12 @@ export function onUnauthorized(listener: () => void): () => void {
   return () => unauthorizedListeners.delete(listener);
 }
 
-export async function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
-  const token = currentToken();
+export function getJson<T>(path: string, signal?: AbortSignal): Promise<T> {
+  return getJsonAs<T>(path, currentToken(), signal);
+}
+
+/** A read of the API with `token` (the signed-in user's, or a share link's). */
+async function getJsonAs<T>(path: string, token: string | null, signal?: AbortSignal): Promise<T> {
   const response = await fetch(path, {
     headers: { accept: 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
     ...(signal ? { signal } : {}),
@@ -101,19 +105,43 @@ export function listTraces(
   return getJson(`/v1/agents/${encodeURIComponent(agentId)}/traces?${params}`, signal);
 }
 
+/** Where a run page reads its run from: the read API as a member, or a share link. */
+export type RunSource = { kind: 'member'; traceId: string } | { kind: 'shared'; token: string };
+
+/** A small first page paints at once; the rest comes in pages of the most the API gives. */
+function pageQuery(cursor: string | null): URLSearchParams {
+  const params = new URLSearchParams({ limit: cursor ? '1000' : '200' });
+  if (cursor) params.set('cursor', cursor);
+  return params;
+}
+
 export function readTracePage(
-  traceId: string,
+  source: RunSource,
   cursor: string | null,
   signal?: AbortSignal,
 ): Promise<TracePage> {
-  // a small first page paints at once; the rest comes in pages of the most the API gives
-  const params = new URLSearchParams({ limit: cursor ? '1000' : '200' });
-  if (cursor) params.set('cursor', cursor);
-  return getJson(`/v1/traces/${encodeURIComponent(traceId)}?${params}`, signal);
+  // a share link's token goes as the credential, never in an address
+  if (source.kind === 'shared')
+    return getJsonAs(`/v1/shared/trace?${pageQuery(cursor)}`, source.token, signal);
+  return getJson(`/v1/traces/${encodeURIComponent(source.traceId)}?${pageQuery(cursor)}`, signal);
 }
 
-export const readAnalysis = (traceId: string, signal?: AbortSignal) =>
-  getJson<TraceAnalysis>(`/v1/traces/${encodeURIComponent(traceId)}/analysis`, signal);
+export const readAnalysis = (source: RunSource, signal?: AbortSignal) =>
+  source.kind === 'shared'
+    ? getJsonAs<TraceAnalysis>('/v1/shared/analysis', source.token, signal)
+    : getJson<TraceAnalysis>(`/v1/traces/${encodeURIComponent(source.traceId)}/analysis`, signal);
+
+/** A run's public link, as the API answers sharing it. */
+export interface ShareLink {
+  shareToken: string;
+  path: string;
+}
+
+export const shareRun = (traceId: string) =>
+  sendJson<ShareLink>('POST', `/v1/traces/${encodeURIComponent(traceId)}/share`, {});
+
+export const unshareRun = (traceId: string) =>
+  sendJson<undefined>('DELETE', `/v1/traces/${encodeURIComponent(traceId)}/share`);
 
 export const readAgentStats = (agentId: string, window: StatsWindow, signal?: AbortSignal) =>
   getJson<AgentStats>(`/v1/agents/${encodeURIComponent(agentId)}/stats?window=${window}`, signal);

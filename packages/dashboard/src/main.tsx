@@ -10,7 +10,7 @@ import { ComparePage } from './pages/compare-page.js';
 import { RunPage } from './pages/run-page.js';
 import { RunsPage } from './pages/runs-page.js';
 import { SignInPage } from './pages/sign-in-page.js';
-import { navigate, useRoute } from './router.js';
+import { navigate, parseRoute, useRoute } from './router.js';
 import { currentToken, signOut, takeTokenFromFragment, tokenClaims } from './session.js';
 
 function App() {
@@ -54,6 +54,17 @@ function App() {
     return () => clearTimeout(timer);
   }, [token]);
 
+  // a share link's page: that one run, for anyone, signed in or not (nothing else of the
+  // dashboard: no header, no agents, no sign-in)
+  if (route.page === 'shared')
+    return (
+      <>
+        <header class="top">
+          <span class="brand">Flightlog</span>
+        </header>
+        <RunPage source={{ kind: 'shared', token: route.token }} />
+      </>
+    );
   // the identity provider sent the browser back: complete that sign-in first
   if (route.page === 'auth-callback')
     return (
@@ -101,7 +112,7 @@ function App() {
         {route.page === 'new-agent' && <NewAgentPage />}
         {route.page === 'agent-settings' && <AgentSettingsPage agentId={route.agentId} />}
         {route.page === 'runs' && <RunsPage agentId={route.agentId} filters={route.filters} />}
-        {route.page === 'run' && <RunPage traceId={route.traceId} />}
+        {route.page === 'run' && <RunPage source={{ kind: 'member', traceId: route.traceId }} />}
         {route.page === 'compare' && <ComparePage left={route.left} right={route.right} />}
         {route.page === 'not-found' && (
           <main>
@@ -115,4 +126,11 @@ function App() {
 }
 
 takeTokenFromFragment();
+// a shared run's page is public, and kept out of search engines (the server says so too)
+if (parseRoute(new URL(location.href)).page === 'shared') {
+  const robots = document.createElement('meta');
+  robots.name = 'robots';
+  robots.content = 'noindex, nofollow';
+  document.head.append(robots);
+}
 render(<App />, document.getElementById('app')!);

@@ -19,6 +19,8 @@ export type Route =
   | { page: 'agent-settings'; agentId: string }
   | { page: 'runs'; agentId: string; filters: RunFilters }
   | { page: 'run'; traceId: string }
+  /** A run's public page, from its share link: no sign-in. */
+  | { page: 'shared'; token: string }
   | { page: 'compare'; left: string; right: string }
   | { page: 'auth-callback' }
   | { page: 'not-found' };
@@ -47,6 +49,7 @@ export function parseRoute(url: URL): Route {
   if (parts[0] === 'auth' && parts[1] === 'callback' && parts.length === 2)
     return { page: 'auth-callback' };
   if (parts[0] === 'runs' && parts.length === 2) return { page: 'run', traceId: parts[1]! };
+  if (parts[0] === 'shared' && parts.length === 2) return { page: 'shared', token: parts[1]! };
   const [left, right] = [url.searchParams.get('a'), url.searchParams.get('b')];
   if (parts[0] === 'compare' && parts.length === 1 && left && right)
     return { page: 'compare', left, right };

@@ -1,5 +1,5 @@
 import type { Event, Trace } from '@flightlog/protocol';
-import { readTracePage } from './api.js';
+import { readTracePage, type RunSource } from './api.js';
 
 /** `current` with those of `more` it does not hold yet (by id); `current` itself when none. */
 export function withEvents(current: Event[], more: readonly Event[]): Event[] {
@@ -13,7 +13,7 @@ export function withEvents(current: Event[], more: readonly Event[]): Event[] {
  * merged with what the page may already hold from its live stream, never to replace it).
  */
 export async function loadRun(
-  traceId: string,
+  source: RunSource,
   signal: AbortSignal,
   onPage: (trace: Trace, pageEvents: Event[]) => void,
 ): Promise<{ trace: Trace; events: Event[] }> {
@@ -21,7 +21,7 @@ export async function loadRun(
   let events: Event[] = [];
   let trace: Trace | undefined;
   do {
-    const page = await readTracePage(traceId, cursor, signal);
+    const page = await readTracePage(source, cursor, signal);
     trace = page.trace;
     events = events.concat(page.events);
     onPage(trace, page.events);

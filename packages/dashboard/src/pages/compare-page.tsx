@@ -20,7 +20,7 @@ function useRun(traceId: string): { run: LoadedRun | null; error: string | null 
     const abort = new AbortController();
     setRun(null);
     setError(null);
-    loadRun(traceId, abort.signal, () => {}).then(
+    loadRun({ kind: 'member', traceId }, abort.signal, () => {}).then(
       (loaded) => !abort.signal.aborted && setRun(loaded),
       (e: unknown) => !abort.signal.aborted && setError(e instanceof Error ? e.message : String(e)),
     );

@@ -1,12 +1,13 @@
 import type { Event, Trace, TraceAnalysis } from '@flightlog/protocol';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { ApiError, readAnalysis } from '../api.js';
+import { ApiError, readAnalysis, type RunSource } from '../api.js';
 import { loadRun, withEvents } from '../run-loader.js';
 import { CopyId } from '../components/copy-id.js';
 import { JsonView } from '../components/json-view.js';
 import { LiveIndicator, type LiveState } from '../components/live-indicator.js';
 import { LockedPayload } from '../components/locked-payload.js';
 import { Link } from '../components/link.js';
+import { ShareControl } from '../components/share-control.js';
 import { MarkdownView, safeHref } from '../components/markdown-view.js';
 import { StatusBadge } from '../components/status-badge.js';
 import { TimeAgo } from '../components/time-ago.js';
@@ -16,8 +17,19 @@ import { isOlderSnapshot, openLiveStream } from '../live-stream.js';
 import { agentPath, cameFromDashboard, navigate } from '../router.js';
 import { firstFailure, layoutWaterfall, stepName } from '../waterfall-layout.js';
 
-export function RunPage(props: { traceId: string }) {
-  const { traceId } = props;
+/** How long a shared running run waits between two reads of it (it has no live stream). */
+const SHARED_POLL_MS = 3_000;
+
+/**
+ * A run: its header, waterfall, selected step and autopsy. As a member (`/runs/:id`) with links
+ * to its agent, live updates from the agent's stream and the share control; from a share link
+ * (`/shared/:token`) the same run read-only, and nothing that leads elsewhere.
+ */
+export function RunPage(props: { source: RunSource }) {
+  const { source } = props;
+  const shared = source.kind === 'shared';
+  // what the page reads again when it changes
+  const sourceKey = source.kind === 'shared' ? `shared:${source.token}` : source.traceId;
   const [trace, setTrace] = useState<Trace | null>(null);
   const [events, setEvents] = useState<Event[]>([]);
   const [error, setError] = useState<{ status?: number; message: string } | null>(null);
@@ -32,7 +44,7 @@ export function RunPage(props: { traceId: string }) {
     setEvents([]);
     setError(null);
     setSelected(null);
-    loadRun(traceId, abort.signal, (page, pageEvents) => {
+    loadRun(source, abort.signal, (page, pageEvents) => {
       if (abort.signal.aborted) return;
       setTrace(page);
       // merged: the live stream may have brought some of these (or later ones) already
@@ -52,14 +64,16 @@ export function RunPage(props: { traceId: string }) {
         });
       });
     return () => abort.abort();
-  }, [traceId]);
+    // (sourceKey stands for source: a new object each render, the same run)
+  }, [sourceKey]);
 
   // a running run updates live: its agent's stream, this run's messages (a finished one does not
   // change, and its agent's replay is not worth reading for it)
   const agentId = trace?.agentId;
+  const traceId = trace?.id;
   const running = trace?.status === 'running';
   useEffect(() => {
-    if (!agentId || !running) return undefined;
+    if (!agentId || !running || shared) return undefined;
     return openLiveStream(agentId, {
       onState: (state) => setLive(state),
       onItem: (item) => {
@@ -71,7 +85,35 @@ export function RunPage(props: { traceId: string }) {
         if (item.events.length > 0) setEvents((current) => withEvents(current, item.events));
       },
     });
-  }, [agentId, traceId, running]);
+  }, [agentId, traceId, running, shared]);
+
+  // a shared running run has no stream of its own: it is read again every few seconds
+  useEffect(() => {
+    if (!running || !shared) return undefined;
+    const abort = new AbortController();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const read = () => {
+      timer = setTimeout(() => {
+        loadRun(source, abort.signal, (page, pageEvents) => {
+          if (abort.signal.aborted) return;
+          setTrace((current) => (current && isOlderSnapshot(page, current) ? current : page));
+          setEvents((current) => withEvents(current, pageEvents));
+        }).then(read, (e: unknown) => {
+          if (abort.signal.aborted) return;
+          // unshared meanwhile: the page says so instead of showing a run it no longer may
+          if (e instanceof ApiError && e.status === 404)
+            setError({ status: 404, message: e.message });
+          else read();
+        });
+      }, SHARED_POLL_MS);
+    };
+    read();
+    return () => {
+      abort.abort();
+      clearTimeout(timer);
+    };
+    // (sourceKey stands for source: a new object each render, the same run)
+  }, [sourceKey, running, shared]);
 
   // the autopsy, once the run has finished; polled while pending
   const finished = trace !== null && trace.status !== 'running';
@@ -80,7 +122,7 @@ export function RunPage(props: { traceId: string }) {
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const poll = () => {
-      readAnalysis(traceId).then(
+      readAnalysis(source).then(
         (answer) => {
           if (stopped) return;
           setAnalysis(answer);
@@ -96,12 +138,13 @@ export function RunPage(props: { traceId: string }) {
       stopped = true;
       clearTimeout(timer);
     };
-  }, [traceId, finished]);
+    // (sourceKey stands for source: a new object each render, the same run)
+  }, [sourceKey, finished]);
 
   const rows = useMemo(() => layoutWaterfall(events), [events]);
 
   // Esc goes back where the person came from (the runs list, a comparison)
-  const agentOfRun = trace?.agentId;
+  const agentOfRun = shared ? undefined : trace?.agentId;
   useEffect(() => {
     const onKey = (event: KeyboardEvent) => {
       if (
@@ -109,12 +152,12 @@ export function RunPage(props: { traceId: string }) {
         (event.target as HTMLElement | null)?.closest('input, textarea')
       )
         return;
-      if (cameFromDashboard()) history.back();
+      if (cameFromDashboard() && !shared) history.back();
       else if (agentOfRun) navigate(agentPath(agentOfRun));
     };
     addEventListener('keydown', onKey);
     return () => removeEventListener('keydown', onKey);
-  }, [agentOfRun]);
+  }, [agentOfRun, shared]);
   const selectedEvent = events.find((e) => e.id === selected) ?? null;
   const failure = useMemo(() => firstFailure(events), [events]);
 
@@ -123,10 +166,12 @@ export function RunPage(props: { traceId: string }) {
       <main>
         <p class="error-text">
           {error.status === 404
-            ? 'No such run, or you have no access to it.'
+            ? shared
+              ? 'This link shares nothing: it was never valid, or the run was unshared or deleted.'
+              : 'No such run, or you have no access to it.'
             : `Could not load the run: ${error.message}`}
         </p>
-        <Link href="/">Back to agents</Link>
+        {!shared && <Link href="/">Back to agents</Link>}
       </main>
     );
   if (!trace)
@@ -138,11 +183,25 @@ export function RunPage(props: { traceId: string }) {
 
   return (
     <main class="run">
-      <nav class="crumbs">
-        <Link href="/">Agents</Link> <span aria-hidden="true">/</span>{' '}
-        <Link href={agentPath(trace.agentId)}>{trace.agentId}</Link>{' '}
-        <span aria-hidden="true">/</span> <CopyId id={trace.id} />
-      </nav>
+      {shared ? (
+        <nav class="crumbs">
+          <span class="shared-label">Shared run, read-only</span> <span aria-hidden="true">/</span>{' '}
+          <CopyId id={trace.id} />
+        </nav>
+      ) : (
+        <nav class="crumbs">
+          <Link href="/">Agents</Link> <span aria-hidden="true">/</span>{' '}
+          <Link href={agentPath(trace.agentId)}>{trace.agentId}</Link>{' '}
+          <span aria-hidden="true">/</span> <CopyId id={trace.id} />
+          <ShareControl
+            traceId={trace.id}
+            shareToken={trace.shareToken ?? null}
+            onChange={(shareToken) =>
+              setTrace((current) => (current ? { ...current, shareToken } : current))
+            }
+          />
+        </nav>
+      )}
       <header class="run-header">
         <h1>
           <StatusBadge status={trace.status} />{' '}

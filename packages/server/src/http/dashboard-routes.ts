@@ -56,7 +56,7 @@ export interface DashboardRoutesOptions {
 /**
  * The web dashboard, from this process: its page at `/` and at each deep link (`/agents/:id`,
  * `/agents/new`, `/agents/:id/settings`,
- * `/runs/:id`, `/compare?a=&b=`, and `/auth/callback` where an OpenID Connect provider sends the
+ * `/runs/:id`, `/compare?a=&b=`, `/shared/:token` (a run's public page), and `/auth/callback` where an OpenID Connect provider sends the
  * browser back: the page reads the address), its assets under `/assets/`, and how it signs in
  * (`/v1/dashboard/config`). Nothing here needs a credential: the page signs in and calls the
  * read and live API like any other client.
@@ -85,6 +85,12 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardRoutesOptions> = async
   app.get('/runs/:traceId', hidden, page);
   app.get('/compare', hidden, page);
   app.get('/auth/callback', hidden, page);
+  // a run's public page: for anyone with the link, kept out of search engines; the token stays
+  // in the page (no-referrer above), and the log says /shared/[token]
+  app.get('/shared/:token', hidden, async (request, reply) => {
+    reply.header('x-robots-tag', 'noindex, nofollow');
+    return page(request, reply);
+  });
   app.get(
     '/v1/dashboard/config',
     {
