@@ -314,6 +314,7 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
       tokenGuesses: credentialGuesses(),
       onGuessRefused: () => metrics.adminTokenGuessesRefused.inc(),
       lifecycle: { defaults: config.lifecycle, deletion, onRunDeleted, exports },
+      shares: shareLinks,
     });
   await app.register(opsRoutes, { store, metrics, readyTimeoutMs: 2_000 });
   const dashboardAssets = dashboardAssetsDir();

@@ -67,6 +67,10 @@ Commands:
   verify FILE                                 check runs against their fingerprints (traceHash),
                                               offline: an export (NDJSON) or one run as the read
                                               API answers it; exit 1 if any run fails
+  trace share ID                              share a run: print its public link (a new one,
+                                              or its current one) as PUBLIC_URL (or
+                                              http://localhost:PORT) + /shared/<token>
+  trace unshare ID                            end a run's public link at once
   key create --agent ID                       issue another API key for an agent
   key revoke KEY_ID                           revoke an API key
   member grant --agent ID --user SUB --role owner|editor|viewer
@@ -360,7 +364,7 @@ async function main(argv: string[]): Promise<void> {
   const config = loadConfig();
   switch (
     `${command}${sub ? ` ${sub}` : ''}`.replace(
-      /^(key revoke|agent delete|agent lifecycle) .*/,
+      /^(key revoke|agent delete|agent lifecycle|trace share|trace unshare) .*/,
       '$1',
     )
   ) {
@@ -419,6 +423,28 @@ async function main(argv: string[]): Promise<void> {
         cursor: values.cursor,
         out: values.out,
       });
+    case 'trace share': {
+      const traceId = required(positionals[2], 'ID');
+      return withAdministration(config, async (admin) => {
+        const outcome = await admin.shareRun(traceId);
+        if (outcome.kind === 'not-found') throw new UsageError(`no run ${traceId}`);
+        if (outcome.kind === 'unavailable')
+          throw new UsageError('sharing needs SHARE_SECRET or JWT_SECRET (or the local secret)');
+        print({
+          traceId,
+          shareToken: outcome.shareToken,
+          url: `${dashboardBaseUrl(config.http).replace(/\/+$/, '')}${outcome.path}`,
+          created: outcome.created,
+        });
+      });
+    }
+    case 'trace unshare': {
+      const traceId = required(positionals[2], 'ID');
+      return withAdministration(config, async (admin) => {
+        if (!(await admin.unshareRun(traceId))) throw new UsageError(`no run ${traceId}`);
+        print({ traceId, shared: false });
+      });
+    }
     case 'key create': {
       const agentId = required(values.agent, '--agent');
       return withAdministration(config, async (admin) => {

@@ -3,7 +3,7 @@ import type { ReadableStream as WebReadableStream } from 'node:stream/web';
 import type { CreateAgentOutcome, CreatedAgent } from '../agents/agent-admin.js';
 import type { LifecycleSettings, LifecycleSettingsChange } from '../lifecycle/agent-settings.js';
 import type { MemberRole } from '../store/agent-store.js';
-import type { Administration } from './administration.js';
+import type { Administration, RunShareOutcome } from './administration.js';
 import { RunningServerError } from './running-server.js';
 
 /** Longest wait for one answer: an admin request is one or two statements. */
@@ -11,6 +11,7 @@ const REQUEST_TIMEOUT_MS = 30_000;
 
 /** What the CLI reads of a problem+json answer. */
 interface Problem {
+  type?: string;
   detail?: unknown;
   errors?: { pointer?: unknown; detail?: unknown }[];
 }
@@ -176,6 +177,27 @@ export class AdminApiClient implements Administration {
 
   async revokeMember(agentId: string, userId: string): Promise<boolean> {
     return (await this.found(204, 'DELETE', memberPath(agentId, userId))) !== undefined;
+  }
+
+  async shareRun(traceId: string): Promise<RunShareOutcome> {
+    const answer = await this.request('POST', `/admin/v1/traces/${segment(traceId)}/share`, {});
+    if (answer.status === 200 || answer.status === 201) {
+      const link = answer.body as { shareToken: string; path: string };
+      return { kind: 'shared', ...link, created: answer.status === 201 };
+    }
+    if (answer.status === 404) return { kind: 'not-found' };
+    if (
+      answer.status === 503 &&
+      (answer.body as Problem | undefined)?.type?.endsWith('sharing-unavailable')
+    )
+      return { kind: 'unavailable' };
+    throw this.unexpected(answer);
+  }
+
+  async unshareRun(traceId: string): Promise<boolean> {
+    return (
+      (await this.found(204, 'DELETE', `/admin/v1/traces/${segment(traceId)}/share`)) !== undefined
+    );
   }
 
   async lifecycle(

@@ -30,4 +30,15 @@ export interface Administration {
     agentId: string,
     change: LifecycleSettingsChange,
   ): Promise<LifecycleSettings | undefined>;
+  /** Shares any agent's run: its public link (a new one, or its current one). */
+  shareRun(traceId: string): Promise<RunShareOutcome>;
+  /** Ends a run's public link; false when there is no such run. */
+  unshareRun(traceId: string): Promise<boolean>;
 }
+
+/** What sharing a run from the CLI did. */
+export type RunShareOutcome =
+  | { kind: 'shared'; shareToken: string; path: string; created: boolean }
+  | { kind: 'not-found' }
+  /** No secret to seal share links with (SHARE_SECRET, JWT_SECRET or the local secret). */
+  | { kind: 'unavailable' };

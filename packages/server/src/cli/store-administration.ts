@@ -12,6 +12,10 @@ import type { LiveBus } from '../live/live-bus.js';
 import { createRedisBus } from '../live/redis-bus.js';
 import { announceRevocation, type AccessRevocation } from '../live/stream-access-guard.js';
 import type { Store } from '../store/open-store.js';
+import { KeyGuessLimiter } from '../auth/key-guess-limiter.js';
+import { readLocalSecret } from '../first-run/local-secret.js';
+import { ShareLinks } from '../sharing/share-links.js';
+import { ShareTokenSeal } from '../sharing/share-token.js';
 import type { Administration } from './administration.js';
 
 /**
@@ -49,6 +53,17 @@ export function storeAdministration(
   config: Config,
   warn: (message: string) => void,
 ): Administration {
+  // the secret a server on this store seals links with: SHARE_SECRET, JWT_SECRET or the local one
+  const shareSecret =
+    config.auth.shareSecret ??
+    config.auth.jwtSecret ??
+    (config.auth.jwtJwksUrl === undefined ? readLocalSecret(config.store.dataDir) : undefined);
+  const shareLinks = new ShareLinks({
+    store,
+    seal: shareSecret === undefined ? undefined : new ShareTokenSeal(shareSecret),
+    // a command presents no tokens: nothing to limit
+    guesses: new KeyGuessLimiter({ maxFailures: 1, windowMs: 1_000, maxAddresses: 1 }),
+  });
   const announce = (bus: LiveBus, revocation: AccessRevocation) =>
     announceRevocation(bus, revocation).catch((error: unknown) =>
       warn(`running servers see this change at their next check: ${(error as Error).message}`),
@@ -81,6 +96,12 @@ export function storeAdministration(
         });
       return removed;
     },
+    shareRun: async (traceId) => {
+      const outcome = await shareLinks.share({ kind: 'admin' }, traceId);
+      return outcome.kind === 'forbidden' ? { kind: 'not-found' } : outcome;
+    },
+    unshareRun: async (traceId) =>
+      (await shareLinks.unshare({ kind: 'admin' }, traceId)).kind === 'unshared',
     lifecycle: (agentId, change) =>
       Object.keys(change).length === 0
         ? readLifecycleSettings(store.lifecycle, config.lifecycle, agentId)

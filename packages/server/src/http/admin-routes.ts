@@ -26,6 +26,8 @@ import {
   type PageOutcome,
 } from '../agents/agent-admin.js';
 import type { ApiKeyResolver } from '../auth/api-key-resolver.js';
+import type { ShareLinks } from '../sharing/share-links.js';
+import { adminShareRoutes } from './share-routes.js';
 import type { KeyGuessLimiter } from '../auth/key-guess-limiter.js';
 import { FlightlogError } from '../errors/flightlog-error.js';
 import type { LiveBus } from '../live/live-bus.js';
@@ -54,6 +56,8 @@ export interface AdminRoutesOptions {
   onGuessRefused: () => void;
   /** The data lifecycle's admin routes (lifecycle-admin-routes.ts), behind the same token. */
   lifecycle?: Omit<LifecycleAdminRoutesOptions, 'store'>;
+  /** Sharing any run (share-routes.ts), behind the same token. */
+  shares?: ShareLinks;
 }
 
 const AgentParams = Type.Object({ id: Type.String({ maxLength: 1024 }) });
@@ -312,4 +316,5 @@ export const adminRoutes: FastifyPluginAsyncTypebox<AdminRoutesOptions> = async 
 
   if (options.lifecycle)
     await app.register(lifecycleAdminRoutes, { store: options.store, ...options.lifecycle });
+  if (options.shares) await app.register(adminShareRoutes, { shares: options.shares });
 };

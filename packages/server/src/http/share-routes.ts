@@ -5,7 +5,7 @@ import type { FastifyRequest } from 'fastify';
 import type { IdentityVerifier } from '../auth/identity.js';
 import { bearerCredential } from '../auth/secrets.js';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
-import type { ShareLinks } from '../sharing/share-links.js';
+import type { ShareLinks, ShareOutcome, UnshareOutcome } from '../sharing/share-links.js';
 import { requireUser, userOf } from './authentication.js';
 
 export interface ShareRoutesOptions {
@@ -25,6 +25,76 @@ const ShareLinkSchema = Type.Object({
   path: Type.String(),
 });
 
+/** The answer to sharing a run, or the problem its outcome stands for. */
+function sharedAnswer(outcome: ShareOutcome): {
+  created: boolean;
+  body: { shareToken: string; path: string };
+} {
+  if (outcome.kind === 'not-found') throw noTrace();
+  if (outcome.kind === 'forbidden') throw notEditor();
+  if (outcome.kind === 'unavailable')
+    throw new FlightlogError(
+      'sharing-unavailable',
+      'This server has no secret to keep share links with: set SHARE_SECRET (or JWT_SECRET).',
+    );
+  return {
+    created: outcome.created,
+    body: { shareToken: outcome.shareToken, path: outcome.path },
+  };
+}
+
+function unsharedAnswer(outcome: UnshareOutcome): void {
+  if (outcome.kind === 'not-found') throw noTrace();
+  if (outcome.kind === 'forbidden') throw notEditor();
+}
+
+const shareSchema = (who: string) => ({
+  summary:
+    "Share a run: its public link (a new one, or the run's current one), which shows this " +
+    `one run read-only to anyone who holds it (${who})`,
+  params: TraceParams,
+  response: {
+    200: ShareLinkSchema,
+    201: ShareLinkSchema,
+    401: ProblemSchema,
+    403: ProblemSchema,
+    404: ProblemSchema,
+    503: ProblemSchema,
+  },
+});
+const unshareSchema = (who: string) => ({
+  summary: `End a run's public link at once, on every instance (${who})`,
+  params: TraceParams,
+  response: { 204: Type.Null(), 401: ProblemSchema, 403: ProblemSchema, 404: ProblemSchema },
+});
+
+/**
+ * Any agent's run shared or unshared by the admin (the CLI's `flightlog trace share`), behind
+ * the admin API's token: registered inside the admin routes.
+ */
+export const adminShareRoutes: FastifyPluginAsyncTypebox<{ shares: ShareLinks }> = async (
+  app,
+  { shares },
+) => {
+  app.post(
+    '/admin/v1/traces/:id/share',
+    { schema: shareSchema('admin') },
+    async (request, reply) => {
+      const link = sharedAnswer(await shares.share({ kind: 'admin' }, request.params.id));
+      reply.header('cache-control', 'no-store');
+      return reply.code(link.created ? 201 : 200).send(link.body);
+    },
+  );
+  app.delete(
+    '/admin/v1/traces/:id/share',
+    { schema: unshareSchema('admin') },
+    async (request, reply) => {
+      unsharedAnswer(await shares.unshare({ kind: 'admin' }, request.params.id));
+      return reply.code(204).send(null);
+    },
+  );
+};
+
 /**
  * Sharing a run and ending its link (owners and editors, identity JWT). Thin: each route calls
  * one function of sharing/.
@@ -37,56 +107,27 @@ export const shareRoutes: FastifyPluginAsyncTypebox<ShareRoutesOptions> = async 
 
   app.post(
     '/v1/traces/:id/share',
-    {
-      schema: {
-        summary:
-          "Share a run: its public link (a new one, or the run's current one), which shows this " +
-          'one run read-only to anyone who holds it (owners and editors)',
-        params: TraceParams,
-        response: {
-          200: ShareLinkSchema,
-          201: ShareLinkSchema,
-          401: ProblemSchema,
-          403: ProblemSchema,
-          404: ProblemSchema,
-          503: ProblemSchema,
-        },
-      },
-    },
+    { schema: shareSchema('owners and editors') },
     async (request, reply) => {
-      const outcome = await shares.share(userOf(request), request.params.id);
-      if (outcome.kind === 'not-found') throw noTrace();
-      if (outcome.kind === 'forbidden') throw notEditor();
-      if (outcome.kind === 'unavailable')
-        throw new FlightlogError(
-          'sharing-unavailable',
-          'This server has no secret to keep share links with: set SHARE_SECRET (or JWT_SECRET).',
-        );
+      const outcome = await shares.share(
+        { kind: 'user', userId: userOf(request) },
+        request.params.id,
+      );
+      const link = sharedAnswer(outcome);
       reply.header('cache-control', 'no-store');
-      return reply
-        .code(outcome.created ? 201 : 200)
-        .send({ shareToken: outcome.shareToken, path: outcome.path });
+      return reply.code(link.created ? 201 : 200).send(link.body);
     },
   );
 
   app.delete(
     '/v1/traces/:id/share',
-    {
-      schema: {
-        summary: "End a run's public link at once, on every instance (owners and editors)",
-        params: TraceParams,
-        response: {
-          204: Type.Null(),
-          401: ProblemSchema,
-          403: ProblemSchema,
-          404: ProblemSchema,
-        },
-      },
-    },
+    { schema: unshareSchema('owners and editors') },
     async (request, reply) => {
-      const outcome = await shares.unshare(userOf(request), request.params.id);
-      if (outcome.kind === 'not-found') throw noTrace();
-      if (outcome.kind === 'forbidden') throw notEditor();
+      const outcome = await shares.unshare(
+        { kind: 'user', userId: userOf(request) },
+        request.params.id,
+      );
+      unsharedAnswer(outcome);
       return reply.code(204).send(null);
     },
   );

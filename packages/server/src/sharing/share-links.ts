@@ -36,6 +36,9 @@ export interface ShareLinksOptions {
   guesses: KeyGuessLimiter;
 }
 
+/** Who shares or unshares: a dashboard user (an owner or editor of the run's agent), or the admin. */
+export type Sharer = { kind: 'user'; userId: string } | { kind: 'admin' };
+
 export type ShareOutcome =
   | { kind: 'shared'; shareToken: string; path: string; created: boolean }
   | { kind: 'not-found' }
@@ -73,9 +76,9 @@ export class ShareLinks {
    * Shares a run (owners and editors of its agent): its current link when it has one, else a new
    * one. A link sealed under another secret than this server's cannot be shown: it is replaced.
    */
-  async share(userId: string, traceId: string): Promise<ShareOutcome> {
+  async share(sharer: Sharer, traceId: string): Promise<ShareOutcome> {
     const { store, seal } = this.options;
-    const access = await this.editorAccess(userId, traceId);
+    const access = await this.editorAccess(sharer, traceId);
     if (access !== 'granted') return { kind: access };
     if (seal === undefined) return { kind: 'unavailable' };
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -89,7 +92,7 @@ export class ShareLinks {
       const token = generateShareToken();
       const written = await store.shares.put(
         { traceId, tokenHash: shareTokenHash(token), sealedToken: seal.seal(token) },
-        userId,
+        sharer.kind === 'admin' ? 'admin' : `user:${sharer.userId}`,
       );
       if (written.kind === 'no-trace') return { kind: 'not-found' };
       if (written.kind === 'stored')
@@ -100,8 +103,8 @@ export class ShareLinks {
   }
 
   /** Ends a run's link at once (owners and editors); a run without one is left as it is. */
-  async unshare(userId: string, traceId: string): Promise<UnshareOutcome> {
-    const access = await this.editorAccess(userId, traceId);
+  async unshare(sharer: Sharer, traceId: string): Promise<UnshareOutcome> {
+    const access = await this.editorAccess(sharer, traceId);
     if (access !== 'granted') return { kind: access };
     return { kind: 'unshared', hadLink: await this.options.store.shares.remove(traceId) };
   }
@@ -162,10 +165,12 @@ export class ShareLinks {
   }
 
   private async editorAccess(
-    userId: string,
+    sharer: Sharer,
     traceId: string,
   ): Promise<'granted' | 'not-found' | 'forbidden'> {
-    const role = await this.options.store.shares.roleOnRun(userId, traceId);
+    const { shares } = this.options.store;
+    if (sharer.kind === 'admin') return (await shares.runExists(traceId)) ? 'granted' : 'not-found';
+    const role = await shares.roleOnRun(sharer.userId, traceId);
     if (role === undefined) return 'not-found';
     return role === 'viewer' ? 'forbidden' : 'granted';
   }

@@ -34,6 +34,12 @@ export class ShareStore {
     return row?.role;
   }
 
+  /** True when run `traceId` is stored. */
+  async runExists(traceId: string): Promise<boolean> {
+    const rows = await this.sql.query('SELECT 1 FROM traces WHERE id = $1', [traceId]);
+    return rows.length > 0;
+  }
+
   /** The share link of `traceId`, if it has one. */
   async shareOf(traceId: string): Promise<StoredShare | undefined> {
     const [row] = await this.sql.query<StoredShare>(

@@ -201,6 +201,43 @@ describeEngines('CLI commands while `flightlog serve` runs, nothing configured [
     refused(await runCli(['agent', 'delete', 'has space'], env), 'flightlog: no agent has space');
   }, 120_000);
 
+  it("trace share prints the run's public link, which the server opens; trace unshare ends it", async () => {
+    const agent = printed(await runCli(['agent', 'create', '--id', 'shared-agent'], env));
+    const { body, trace } = runBatch();
+    expect((await postBatch(serve.url, agent.apiKey, body)).status).toBe(202);
+
+    const shared = await runCli(['trace', 'share', trace.id], env);
+    expect(shared.code, shared.stderr).toBe(0);
+    const link = printed(shared);
+    expect(link).toEqual({
+      traceId: trace.id,
+      shareToken: expect.stringMatching(/^fls_[A-Za-z0-9_-]{43}$/),
+      url: expect.stringMatching(/\/shared\/fls_[A-Za-z0-9_-]{43}$/),
+      created: true,
+    });
+    expect(link.url.endsWith(`/shared/${link.shareToken}`)).toBe(true);
+    const read = await send(serve.url, '/v1/shared/trace', undefined, { token: link.shareToken });
+    expect(read.status, read.text).toBe(200);
+    expect(read.body.trace.id).toBe(trace.id);
+    // sharing again shows the same link: the command reads it back sealed as the server seals
+    expect(printed(await runCli(['trace', 'share', trace.id], env))).toEqual({
+      ...link,
+      created: false,
+    });
+
+    const ended = await runCli(['trace', 'unshare', trace.id], env);
+    expect(ended.code, ended.stderr).toBe(0);
+    expect(printed(ended)).toEqual({ traceId: trace.id, shared: false });
+    const dead = await send(serve.url, '/v1/shared/trace', undefined, { token: link.shareToken });
+    expect(dead.status).toBe(404);
+
+    for (const command of ['share', 'unshare']) {
+      const none = await runCli(['trace', command, 'no-such-run'], env);
+      expect(none.code).toBe(2);
+      expect(none.stderr).toContain('no run no-such-run');
+    }
+  });
+
   it('on stop the server file goes, and the commands open DATA_DIR themselves again', async () => {
     await stop(serve);
     expect(existsSync(serverFile())).toBe(false);
