@@ -161,7 +161,9 @@ describeEngines('share links [%s]', (engine) => {
     });
     const editor = `editor-${newId()}`;
     await server.userToken(editor, agent.agentId, 'editor');
-    expect(await noSecret.share({ kind: 'user', userId: editor }, trace.id)).toEqual({ kind: 'unavailable' });
+    expect(await noSecret.share({ kind: 'user', userId: editor }, trace.id)).toEqual({
+      kind: 'unavailable',
+    });
   });
 
   it('a link reaches its own run and nothing else, and the store keeps no token', async () => {
