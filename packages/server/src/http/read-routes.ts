@@ -1,7 +1,6 @@
 import {
   AgentListSchema,
   AgentStatsSchema,
-  EventSchema,
   IsoDateTime,
   ProblemSchema,
   STATS_WINDOWS,
@@ -11,7 +10,6 @@ import {
   TraceAnalysisSchema,
   TraceFingerprintsSchema,
   TraceListSchema,
-  TraceSchema,
 } from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
@@ -23,6 +21,7 @@ import { readAnalysis } from '../read/analysis-reader.js';
 import { readFingerprints } from '../read/fingerprint-reader.js';
 import { listTraces, readTrace, type CurrentShareToken } from '../read/trace-reader.js';
 import type { Store } from '../store/open-store.js';
+import { EventPageQuerySchema, TracePageSchema } from './trace-page-schema.js';
 import { requireUser, userOf } from './authentication.js';
 
 export interface ReadRoutesOptions {
@@ -48,19 +47,9 @@ export const readRoutes: FastifyPluginAsyncTypebox<ReadRoutesOptions> = async (
       schema: {
         summary: 'A trace and one page of its events, ordered by sequence',
         params: Type.Object({ id: Type.String({ maxLength: 1024 }) }),
-        querystring: Type.Object(
-          {
-            limit: Type.Optional(Type.String({ maxLength: 10 })),
-            cursor: Type.Optional(Type.String({ maxLength: 1024 })),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: EventPageQuerySchema,
         response: {
-          200: Type.Object({
-            trace: TraceSchema,
-            events: Type.Array(EventSchema),
-            nextCursor: Type.Union([Type.String(), Type.Null()]),
-          }),
+          200: TracePageSchema,
           400: ProblemSchema,
           401: ProblemSchema,
           404: ProblemSchema,

@@ -1,4 +1,4 @@
-import { EventSchema, ProblemSchema, TraceAnalysisSchema, TraceSchema } from '@flightlog/protocol';
+import { ProblemSchema, TraceAnalysisSchema } from '@flightlog/protocol';
 import { Type } from '@sinclair/typebox';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import type { FastifyRequest } from 'fastify';
@@ -6,6 +6,7 @@ import type { IdentityVerifier } from '../auth/identity.js';
 import { bearerCredential } from '../auth/secrets.js';
 import { FlightlogError, validationFailed } from '../errors/flightlog-error.js';
 import type { ShareLinks, ShareOutcome, UnshareOutcome } from '../sharing/share-links.js';
+import { EventPageQuerySchema, TracePageSchema } from './trace-page-schema.js';
 import { requireUser, userOf } from './authentication.js';
 
 export interface ShareRoutesOptions {
@@ -168,19 +169,9 @@ export const sharedRoutes: FastifyPluginAsyncTypebox<{ shares: ShareLinks }> = a
     {
       schema: {
         summary: 'The shared run and one page of its events, ordered by sequence (share token)',
-        querystring: Type.Object(
-          {
-            limit: Type.Optional(Type.String({ maxLength: 10 })),
-            cursor: Type.Optional(Type.String({ maxLength: 1024 })),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: EventPageQuerySchema,
         response: {
-          200: Type.Object({
-            trace: TraceSchema,
-            events: Type.Array(EventSchema),
-            nextCursor: Type.Union([Type.String(), Type.Null()]),
-          }),
+          200: TracePageSchema,
           400: ProblemSchema,
           404: ProblemSchema,
           429: ProblemSchema,

@@ -1,6 +1,6 @@
 import type { Event, FieldError, Trace, TraceStatus } from '@flightlog/protocol';
 import type { Store } from '../store/open-store.js';
-import { decodeEventCursor } from '../store/event-pages.js';
+import { decodeEventCursor, type EventPosition } from '../store/event-pages.js';
 import { decodeCursor, type TracePage } from '../store/trace-store.js';
 
 export const DEFAULT_PAGE_SIZE = 50;
@@ -25,19 +25,12 @@ export async function readTrace(
   store: Store,
   userId: string,
   traceId: string,
-  query: { limit?: string | undefined; cursor?: string | undefined } = {},
+  query: EventPageQuery = {},
   shareLinks?: CurrentShareToken,
 ): Promise<TraceOutcome> {
-  const errors: FieldError[] = [];
-  const limit = parseLimit(query.limit, DEFAULT_EVENT_PAGE_SIZE, MAX_EVENT_PAGE_SIZE, errors);
-  const after = query.cursor === undefined ? undefined : decodeEventCursor(query.cursor);
-  if (query.cursor !== undefined && after === undefined) errors.push(badCursor());
-  if (errors.length > 0) return { kind: 'invalid', errors };
-  const found = await store.traces.traceForMember(userId, traceId, {
-    limit,
-    maxBytes: EVENT_PAGE_MAX_BYTES,
-    ...(after ? { after } : {}),
-  });
+  const page = eventPageOf(query);
+  if ('errors' in page) return { kind: 'invalid', errors: page.errors };
+  const found = await store.traces.traceForMember(userId, traceId, page);
   if (!found) return { kind: 'not-found' };
   // the team sees the run's current public link (the store keeps only its hash and sealed copy)
   const shareToken = shareLinks ? await shareLinks.currentToken(traceId) : null;
@@ -47,6 +40,27 @@ export async function readTrace(
 /** Where a run's current share token is read from (sharing/share-links.ts). */
 export interface CurrentShareToken {
   currentToken(traceId: string): Promise<string | null>;
+}
+
+/** The query of a page of a run's events. */
+export interface EventPageQuery {
+  limit?: string | undefined;
+  cursor?: string | undefined;
+}
+
+/**
+ * The page a query asks for (at most `limit` events, about EVENT_PAGE_MAX_BYTES of them, after
+ * the cursor's event), or what is wrong with it.
+ */
+export function eventPageOf(
+  query: EventPageQuery,
+): { limit: number; maxBytes: number; after?: EventPosition } | { errors: FieldError[] } {
+  const errors: FieldError[] = [];
+  const limit = parseLimit(query.limit, DEFAULT_EVENT_PAGE_SIZE, MAX_EVENT_PAGE_SIZE, errors);
+  const after = query.cursor === undefined ? undefined : decodeEventCursor(query.cursor);
+  if (query.cursor !== undefined && after === undefined) errors.push(badCursor());
+  if (errors.length > 0) return { errors };
+  return { limit, maxBytes: EVENT_PAGE_MAX_BYTES, ...(after ? { after } : {}) };
 }
 
 /** A list's `limit` query parameter: `fallback` when absent; else an error in `errors`. */

@@ -1,14 +1,7 @@
 import type { Event, FieldError, Trace } from '@flightlog/protocol';
 import type { KeyGuessLimiter } from '../auth/key-guess-limiter.js';
 import { toAnalysisLookup, type AnalysisLookup } from '../read/analysis-reader.js';
-import {
-  badCursor,
-  DEFAULT_EVENT_PAGE_SIZE,
-  EVENT_PAGE_MAX_BYTES,
-  MAX_EVENT_PAGE_SIZE,
-  parseLimit,
-} from '../read/trace-reader.js';
-import { decodeEventCursor } from '../store/event-pages.js';
+import { eventPageOf, type EventPageQuery } from '../read/trace-reader.js';
 import type { Store } from '../store/open-store.js';
 import {
   generateShareToken,
@@ -137,20 +130,10 @@ export class ShareLinks {
   }
 
   /** The shared run and one page of its events (the read API's paging). */
-  async readTrace(
-    tokenHash: string,
-    query: { limit?: string | undefined; cursor?: string | undefined } = {},
-  ): Promise<SharedTraceOutcome> {
-    const errors: FieldError[] = [];
-    const limit = parseLimit(query.limit, DEFAULT_EVENT_PAGE_SIZE, MAX_EVENT_PAGE_SIZE, errors);
-    const after = query.cursor === undefined ? undefined : decodeEventCursor(query.cursor);
-    if (query.cursor !== undefined && after === undefined) errors.push(badCursor());
-    if (errors.length > 0) return { kind: 'invalid', errors };
-    const found = await this.options.store.shares.sharedTrace(tokenHash, {
-      limit,
-      maxBytes: EVENT_PAGE_MAX_BYTES,
-      ...(after ? { after } : {}),
-    });
+  async readTrace(tokenHash: string, query: EventPageQuery = {}): Promise<SharedTraceOutcome> {
+    const page = eventPageOf(query);
+    if ('errors' in page) return { kind: 'invalid', errors: page.errors };
+    const found = await this.options.store.shares.sharedTrace(tokenHash, page);
     if (!found) return { kind: 'not-found' };
     // the link is the team's to show, not the public's: a shared page never shows its own token
     return { kind: 'found', ...found, trace: { ...found.trace, shareToken: null } };
