@@ -12,3 +12,4 @@ export * from './analysis.js';
 export * from './agent.js';
 export * from './agent-stats.js';
 export * from './trace-fingerprint.js';
+export * from './merkle-tree.js';
