@@ -109,8 +109,8 @@ export function listTraces(
 export type RunSource = { kind: 'member'; traceId: string } | { kind: 'shared'; token: string };
 
 /** A small first page paints at once; the rest comes in pages of the most the API gives. */
-function pageQuery(cursor: string | null): URLSearchParams {
-  const params = new URLSearchParams({ limit: cursor ? '1000' : '200' });
+function pageQuery(cursor: string | null, limit?: number): URLSearchParams {
+  const params = new URLSearchParams({ limit: String(limit ?? (cursor ? 1000 : 200)) });
   if (cursor) params.set('cursor', cursor);
   return params;
 }
@@ -119,11 +119,12 @@ export function readTracePage(
   source: RunSource,
   cursor: string | null,
   signal?: AbortSignal,
+  limit?: number,
 ): Promise<TracePage> {
+  const query = pageQuery(cursor, limit);
   // a share link's token goes as the credential, never in an address
-  if (source.kind === 'shared')
-    return getJsonAs(`/v1/shared/trace?${pageQuery(cursor)}`, source.token, signal);
-  return getJson(`/v1/traces/${encodeURIComponent(source.traceId)}?${pageQuery(cursor)}`, signal);
+  if (source.kind === 'shared') return getJsonAs(`/v1/shared/trace?${query}`, source.token, signal);
+  return getJson(`/v1/traces/${encodeURIComponent(source.traceId)}?${query}`, signal);
 }
 
 export const readAnalysis = (source: RunSource, signal?: AbortSignal) =>

@@ -1,6 +1,6 @@
 import type { Event, Trace, TraceAnalysis } from '@flightlog/protocol';
 import { useEffect, useMemo, useState } from 'preact/hooks';
-import { ApiError, readAnalysis, type RunSource } from '../api.js';
+import { ApiError, readAnalysis, readTracePage, type RunSource } from '../api.js';
 import { loadRun, withEvents } from '../run-loader.js';
 import { CopyId } from '../components/copy-id.js';
 import { JsonView } from '../components/json-view.js';
@@ -87,24 +87,32 @@ export function RunPage(props: { source: RunSource }) {
     });
   }, [agentId, traceId, running, shared]);
 
-  // a shared running run has no stream of its own: it is read again every few seconds
+  // A shared running run has no stream of its own: every few seconds the page asks for its
+  // snapshot alone (one event), and reads the run again only when the snapshot changed.
+  const snapshotKey = trace ? `${trace.eventCount}|${trace.status}|${trace.durationMs}` : '';
   useEffect(() => {
     if (!running || !shared) return undefined;
     const abort = new AbortController();
     let timer: ReturnType<typeof setTimeout> | undefined;
     const read = () => {
       timer = setTimeout(() => {
-        loadRun(source, abort.signal, (page, pageEvents) => {
-          if (abort.signal.aborted) return;
-          setTrace((current) => (current && isOlderSnapshot(page, current) ? current : page));
-          setEvents((current) => withEvents(current, pageEvents));
-        }).then(read, (e: unknown) => {
-          if (abort.signal.aborted) return;
-          // unshared meanwhile: the page says so instead of showing a run it no longer may
-          if (e instanceof ApiError && e.status === 404)
-            setError({ status: 404, message: e.message });
-          else read();
-        });
+        readTracePage(source, null, abort.signal, 1)
+          .then(async (probe) => {
+            const probeKey = `${probe.trace.eventCount}|${probe.trace.status}|${probe.trace.durationMs}`;
+            if (probeKey === snapshotKey || abort.signal.aborted) return;
+            await loadRun(source, abort.signal, (page, pageEvents) => {
+              if (abort.signal.aborted) return;
+              setTrace((current) => (current && isOlderSnapshot(page, current) ? current : page));
+              setEvents((current) => withEvents(current, pageEvents));
+            });
+          })
+          .then(read, (e: unknown) => {
+            if (abort.signal.aborted) return;
+            // unshared meanwhile: the page says so instead of showing a run it no longer may
+            if (e instanceof ApiError && e.status === 404)
+              setError({ status: 404, message: e.message });
+            else read();
+          });
       }, SHARED_POLL_MS);
     };
     read();
@@ -113,7 +121,7 @@ export function RunPage(props: { source: RunSource }) {
       clearTimeout(timer);
     };
     // (sourceKey stands for source: a new object each render, the same run)
-  }, [sourceKey, running, shared]);
+  }, [sourceKey, running, shared, snapshotKey]);
 
   // the autopsy, once the run has finished; polled while pending
   const finished = trace !== null && trace.status !== 'running';
