@@ -186,6 +186,13 @@ export class LifecycleStore {
            rows_deleted = false, live_cleared = false`,
         [traceId, agentId, ttlMs],
       );
+      // its public link ends now, not once its events are gone: a shared page never shows a
+      // run half deleted
+      await tx.query(
+        `DELETE FROM trace_shares s USING traces t
+         WHERE s.trace_id = $1 AND t.id = s.trace_id AND t.agent_id = $2`,
+        [traceId, agentId],
+      );
       // the request and its record commit together
       await recordAudit(tx, { actor, action: 'run.deleted', agentId, traceId });
     });

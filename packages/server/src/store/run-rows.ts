@@ -21,7 +21,7 @@ export type BetweenStatements = (statementMs: number) => Promise<void>;
 export const RUNS_PER_STEP = 100;
 
 /**
- * Deletes the agent's runs `traceIds`: their events `rows` at a time, then the runs with their
+ * Deletes the agent's runs `traceIds`: their share links, their events `rows` at a time, then the runs with their
  * analysis jobs (events a batch wrote meanwhile go with them, by the cascade: few). Returns how
  * many of each went.
  */
@@ -32,6 +32,12 @@ export async function deleteRunsInSteps(
   rows: number,
   between: BetweenStatements = yieldTurn,
 ): Promise<{ runs: number; events: number }> {
+  // their public links end first: a shared page never shows a run half deleted
+  await sql.query(
+    `DELETE FROM trace_shares s USING traces t
+     WHERE s.trace_id = ANY($1::text[]) AND t.id = s.trace_id AND t.agent_id = $2`,
+    [traceIds, agentId],
+  );
   let events = 0;
   for (;;) {
     const started = performance.now();

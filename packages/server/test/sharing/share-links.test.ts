@@ -9,6 +9,7 @@ import { waitFor } from '../harness/wait.js';
 import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
 import { KeyGuessLimiter } from '../../src/auth/key-guess-limiter.js';
 import { ShareLinks } from '../../src/sharing/share-links.js';
+import { deleteRunsInSteps } from '../../src/store/run-rows.js';
 
 /*
  * Public share links of runs (issue 25, part 1): an owner or editor shares a run; the link's
@@ -138,6 +139,27 @@ describeEngines('share links [%s]', (engine) => {
     const { requestId: _a, ...goneProblem } = gone.body as Record<string, unknown>;
     const { requestId: _b, ...neverProblem } = never.body as Record<string, unknown>;
     expect(goneProblem).toEqual(neverProblem);
+  });
+
+  it('a run being deleted, on request or by retention, loses its link before any of its events go', async () => {
+    const agent = await server.createAgent();
+    const owner = await server.userToken(`owner-${newId()}`, agent.agentId, 'owner');
+    // on request: the tombstone, the first step of a deletion, ends the link
+    const requested = await storedRun(server, agent);
+    const first = (await share(server, requested.trace.id, owner)).body as { shareToken: string };
+    await server.store.lifecycle.tombstone(agent.agentId, requested.trace.id, 60_000, 'admin');
+    expect((await readShared(server, first.shareToken)).status).toBe(404);
+    expect(await server.store.shares.runExists(requested.trace.id)).toBe(true);
+
+    // retention (and agent deletion): the link is gone while the events are deleted step by step
+    const expiring = await storedRun(server, agent);
+    const second = (await share(server, expiring.trace.id, owner)).body as { shareToken: string };
+    const duringSteps: number[] = [];
+    await deleteRunsInSteps(server.store.sql, agent.agentId, [expiring.trace.id], 1, async () => {
+      duringSteps.push((await readShared(server, second.shareToken)).status);
+    });
+    expect(duringSteps.length).toBeGreaterThan(1);
+    expect(new Set(duringSteps)).toEqual(new Set([404]));
   });
 
   it("a viewer cannot share or unshare, another agent's member cannot even see the run, and a server without a secret says so", async () => {
