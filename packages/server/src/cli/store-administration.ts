@@ -53,17 +53,20 @@ export function storeAdministration(
   config: Config,
   warn: (message: string) => void,
 ): Administration {
-  // the secret a server on this store seals links with: SHARE_SECRET, JWT_SECRET or the local one
-  const shareSecret =
-    config.auth.shareSecret ??
-    config.auth.jwtSecret ??
-    (config.auth.jwtJwksUrl === undefined ? readLocalSecret(config.store.dataDir) : undefined);
-  const shareLinks = new ShareLinks({
-    store,
-    seal: shareSecret === undefined ? undefined : new ShareTokenSeal(shareSecret),
-    // a command presents no tokens: nothing to limit
-    guesses: new KeyGuessLimiter({ maxFailures: 1, windowMs: 1_000, maxAddresses: 1 }),
-  });
+  // made when a command shares: the secret file is read only by the commands that need it
+  const shareLinks = () => {
+    // the secret a server on this store seals links with: SHARE_SECRET, JWT_SECRET or the local one
+    const shareSecret =
+      config.auth.shareSecret ??
+      config.auth.jwtSecret ??
+      (config.auth.jwtJwksUrl === undefined ? readLocalSecret(config.store.dataDir) : undefined);
+    return new ShareLinks({
+      store,
+      seal: shareSecret === undefined ? undefined : new ShareTokenSeal(shareSecret),
+      // a command presents no tokens: nothing to limit
+      guesses: new KeyGuessLimiter({ maxFailures: 1, windowMs: 1_000, maxAddresses: 1 }),
+    });
+  };
   const announce = (bus: LiveBus, revocation: AccessRevocation) =>
     announceRevocation(bus, revocation).catch((error: unknown) =>
       warn(`running servers see this change at their next check: ${(error as Error).message}`),
@@ -97,11 +100,11 @@ export function storeAdministration(
       return removed;
     },
     shareRun: async (traceId) => {
-      const outcome = await shareLinks.share({ kind: 'admin' }, traceId);
+      const outcome = await shareLinks().share({ kind: 'admin' }, traceId);
       return outcome.kind === 'forbidden' ? { kind: 'not-found' } : outcome;
     },
     unshareRun: async (traceId) =>
-      (await shareLinks.unshare({ kind: 'admin' }, traceId)).kind === 'unshared',
+      (await shareLinks().unshare({ kind: 'admin' }, traceId)).kind === 'unshared',
     lifecycle: (agentId, change) =>
       Object.keys(change).length === 0
         ? readLifecycleSettings(store.lifecycle, config.lifecycle, agentId)

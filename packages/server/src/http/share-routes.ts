@@ -161,7 +161,7 @@ export const sharedRoutes: FastifyPluginAsyncTypebox<{ shares: ShareLinks }> = a
         { retryAfterSeconds: granted.retryAfterSeconds },
       );
     if (granted.kind === 'not-found') throw noShare();
-    return granted.tokenHash;
+    return granted;
   };
 
   app.get(
@@ -179,7 +179,7 @@ export const sharedRoutes: FastifyPluginAsyncTypebox<{ shares: ShareLinks }> = a
       },
     },
     async (request, reply) => {
-      const tokenHash = await access(request);
+      const { tokenHash } = await access(request);
       const outcome = await shares.readTrace(tokenHash, request.query);
       if (outcome.kind === 'invalid') throw validationFailed(outcome.errors);
       if (outcome.kind === 'not-found') throw noShare();

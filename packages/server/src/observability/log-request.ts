@@ -1,7 +1,9 @@
 import type { FastifyRequest } from 'fastify';
 
-/** A share link's token in an address: `/shared/<token>`, as the public page is reached. */
-const SHARED_PAGE_TOKEN = /(\/shared\/)[^/?#]*/g;
+/** Whatever follows `/shared/` in an address (the public page's token, or a guess at one). */
+const SHARED_PAGE_TOKEN = /(\/shared\/)[^/?#]*/gi;
+/** A share token wherever else it stands (a query string, another path, percent-encoded). */
+const SHARE_TOKEN = /fls_[A-Za-z0-9_%-]{8,}/gi;
 
 /** What a request log line says of its request. */
 export interface LoggedRequest {
@@ -25,5 +27,5 @@ export function serializeRequest(request: FastifyRequest): LoggedRequest {
 }
 
 export function redactSharedPath(url: string): string {
-  return url.replace(SHARED_PAGE_TOKEN, '$1[token]');
+  return url.replace(SHARED_PAGE_TOKEN, '$1[token]').replace(SHARE_TOKEN, 'fls_[token]');
 }

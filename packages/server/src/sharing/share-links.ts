@@ -44,7 +44,7 @@ export type UnshareOutcome =
 
 /** How a request's share token was taken. */
 export type SharedAccess =
-  | { kind: 'granted'; tokenHash: string }
+  | { kind: 'granted'; tokenHash: string; traceId: string }
   /** Not a token, or one that shares nothing: the same answer, a 404. */
   | { kind: 'not-found' }
   /** The address made too many failed attempts: wait this long. */
@@ -59,11 +59,6 @@ const pathOf = (token: string) => `${SHARED_PAGE_PREFIX}${token}`;
 
 export class ShareLinks {
   constructor(private readonly options: ShareLinksOptions) {}
-
-  /** True when this server can share runs (it has a secret to seal tokens with). */
-  get available(): boolean {
-    return this.options.seal !== undefined;
-  }
 
   /**
    * Shares a run (owners and editors of its agent): its current link when it has one, else a new
@@ -124,9 +119,10 @@ export class ShareLinks {
     guesses.recordFailure(address);
     if (token === undefined || !isShareToken(token)) return { kind: 'not-found' };
     const tokenHash = shareTokenHash(token);
-    if ((await store.shares.traceIdOf(tokenHash)) === undefined) return { kind: 'not-found' };
+    const traceId = await store.shares.traceIdOf(tokenHash);
+    if (traceId === undefined) return { kind: 'not-found' };
     guesses.withdrawFailure(address);
-    return { kind: 'granted', tokenHash };
+    return { kind: 'granted', tokenHash, traceId };
   }
 
   /** The shared run and one page of its events (the read API's paging). */
@@ -139,12 +135,13 @@ export class ShareLinks {
     return { kind: 'found', ...found, trace: { ...found.trace, shareToken: null } };
   }
 
-  /** The autopsy of the shared run's latest finalisation. */
-  async readAnalysis(tokenHash: string): Promise<AnalysisLookup> {
+  /**
+   * The autopsy of the shared run's latest finalisation (`access` found the run; the statement
+   * checks the link again, so one ended meanwhile shows nothing).
+   */
+  async readAnalysis(access: { tokenHash: string; traceId: string }): Promise<AnalysisLookup> {
     const { store } = this.options;
-    const traceId = await store.shares.traceIdOf(tokenHash);
-    if (traceId === undefined) return { kind: 'not-found' };
-    return toAnalysisLookup(await store.analysis.latestForShare(traceId, tokenHash));
+    return toAnalysisLookup(await store.analysis.latestForShare(access.traceId, access.tokenHash));
   }
 
   private async editorAccess(

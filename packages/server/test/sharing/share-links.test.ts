@@ -233,6 +233,10 @@ describeEngines('share links [%s]', (engine) => {
     await readShared(server, shareToken);
     await send(server.url, `/shared/${shareToken}?from=mail`);
     await send(server.url, `/shared/${shareToken}`);
+    // wherever else a token is written into an address
+    await send(server.url, `/SHARED/${shareToken}/`);
+    await send(server.url, `/runs/x?link=${encodeURIComponent(shareToken)}`);
+    await send(server.url, `/v1/shared/trace?t=${shareToken}`);
     await readShared(server, `${shareToken.slice(0, -1)}x`);
     expect(logLines.length).toBeGreaterThan(0);
     const logs = logLines.join('\n');
