@@ -1,9 +1,11 @@
 import type { FastifyRequest } from 'fastify';
 
-/** Whatever follows `/shared/` in an address (the public page's token, or a guess at one). */
-const SHARED_PAGE_TOKEN = /(\/shared\/)[^/?#]*/gi;
-/** A share token wherever else it stands (a query string, another path, percent-encoded). */
-const SHARE_TOKEN = /fls_[A-Za-z0-9_%-]{8,}/gi;
+/** Whatever follows a leading `/shared/` (the public page's token, or a guess at one). */
+const SHARED_PAGE_TOKEN = /^(\/+shared\/)[^/?#]*/i;
+/** A share token wherever else it stands (a query string, another path). */
+const SHARE_TOKEN = /fls_[A-Za-z0-9_-]{8,}/gi;
+/** Percent-encoding undone at most this often (a token encoded twice is still one). */
+const DECODINGS = 3;
 
 /** What a request log line says of its request. */
 export interface LoggedRequest {
@@ -26,6 +28,25 @@ export function serializeRequest(request: FastifyRequest): LoggedRequest {
   };
 }
 
+/**
+ * The address with share tokens replaced. The tokens are looked for in the address as the
+ * server reads it (percent-encoding undone: `/%73hared/%66ls_…` is the public page too); an
+ * address with none is logged exactly as sent, one with some in its decoded form, redacted.
+ */
 export function redactSharedPath(url: string): string {
-  return url.replace(SHARED_PAGE_TOKEN, '$1[token]').replace(SHARE_TOKEN, 'fls_[token]');
+  let decoded = url;
+  for (let i = 0; i < DECODINGS; i++) {
+    let next: string;
+    try {
+      next = decodeURIComponent(decoded);
+    } catch {
+      break;
+    }
+    if (next === decoded) break;
+    decoded = next;
+  }
+  const redacted = decoded
+    .replace(SHARED_PAGE_TOKEN, '$1[token]')
+    .replace(SHARE_TOKEN, 'fls_[token]');
+  return redacted === decoded ? url : redacted;
 }

@@ -57,6 +57,9 @@ export type SharedTraceOutcome =
 
 const pathOf = (token: string) => `${SHARED_PAGE_PREFIX}${token}`;
 
+/** Valid tokens remembered per instance (about 100 bytes each). */
+const SEEN_VALID_MAX = 10_000;
+
 export class ShareLinks {
   constructor(private readonly options: ShareLinksOptions) {}
 
@@ -114,15 +117,45 @@ export class ShareLinks {
    */
   async access(token: string | undefined, address: string): Promise<SharedAccess> {
     const { guesses, store } = this.options;
-    const wait = guesses.retryAfterSeconds(address);
-    if (wait > 0) return { kind: 'too-many', retryAfterSeconds: wait };
-    guesses.recordFailure(address);
-    if (token === undefined || !isShareToken(token)) return { kind: 'not-found' };
+    // no token, no guess (as a request without an API key)
+    if (token === undefined) return { kind: 'not-found' };
     const tokenHash = shareTokenHash(token);
-    const traceId = await store.shares.traceIdOf(tokenHash);
-    if (traceId === undefined) return { kind: 'not-found' };
-    guesses.withdrawFailure(address);
+    // A token this instance saw valid is no guess: it is looked up again (only whether it was
+    // ended is in question), so a reader behind the same address as a guesser keeps reading.
+    const known = this.seenValid.has(tokenHash);
+    const wait = guesses.retryAfterSeconds(address);
+    if (wait > 0 && !known) return { kind: 'too-many', retryAfterSeconds: wait };
+    if (!isShareToken(token)) {
+      guesses.recordFailure(address);
+      return { kind: 'not-found' };
+    }
+    if (!known) guesses.recordFailure(address);
+    let traceId: string | undefined;
+    try {
+      traceId = await store.shares.traceIdOf(tokenHash);
+    } catch (error) {
+      if (!known) guesses.withdrawFailure(address); // the store failed, not the token
+      throw error;
+    }
+    if (traceId === undefined) {
+      this.seenValid.delete(tokenHash);
+      return { kind: 'not-found' };
+    }
+    if (!known) guesses.withdrawFailure(address);
+    this.rememberValid(tokenHash);
     return { kind: 'granted', tokenHash, traceId };
+  }
+
+  /** Hashes of tokens found valid on this instance, the oldest dropped past SEEN_VALID_MAX. */
+  private readonly seenValid = new Set<string>();
+
+  private rememberValid(tokenHash: string): void {
+    this.seenValid.delete(tokenHash);
+    this.seenValid.add(tokenHash);
+    if (this.seenValid.size > SEEN_VALID_MAX) {
+      const oldest = this.seenValid.values().next();
+      if (!oldest.done) this.seenValid.delete(oldest.value);
+    }
   }
 
   /** The shared run and one page of its events (the read API's paging). */

@@ -237,6 +237,14 @@ describeEngines('share links [%s]', (engine) => {
     await send(server.url, `/SHARED/${shareToken}/`);
     await send(server.url, `/runs/x?link=${encodeURIComponent(shareToken)}`);
     await send(server.url, `/v1/shared/trace?t=${shareToken}`);
+    // percent-encoded, as the server decodes it (the first two still reach the public page)
+    const rest = shareToken.slice(4);
+    for (const path of [
+      `/%73hared/%66ls_${rest}`,
+      `/sh%61red/fls%5F${rest}`,
+      `/runs/x?t=fls%255F${rest}`,
+    ])
+      await send(server.url, path);
     await readShared(server, `${shareToken.slice(0, -1)}x`);
     expect(logLines.length).toBeGreaterThan(0);
     const logs = logLines.join('\n');
@@ -252,7 +260,15 @@ describeEngines('share link guessing [%s]', (engine) => {
   });
   afterAll(() => server.close());
 
-  it('guessing links costs an address what guessing API keys does: 429 with Retry-After', async () => {
+  it('guessing links costs an address what guessing API keys does: 429 with Retry-After, while a link already read there keeps working', async () => {
+    const agent = await server.createAgent();
+    const { trace } = await storedRun(server, agent);
+    const owner = await server.userToken(`owner-${newId()}`, agent.agentId, 'owner');
+    const { shareToken } = (await share(server, trace.id, owner)).body as { shareToken: string };
+    expect((await readShared(server, shareToken)).status).toBe(200);
+    // requests without a token guess nothing
+    for (let i = 0; i < 5; i++)
+      expect((await send(server.url, '/v1/shared/trace')).status).toBe(404);
     const guesses = [] as number[];
     for (let i = 0; i < 3; i++)
       guesses.push((await readShared(server, `fls_${String(i).repeat(43)}`)).status);
@@ -262,6 +278,11 @@ describeEngines('share link guessing [%s]', (engine) => {
     expect(Number(limited.headers.get('retry-after'))).toBeGreaterThan(0);
     // text that is not a token at all counts as a guess too
     expect((await readShared(server, 'not-a-token')).status).toBe(429);
+    // the link read here before is no guess: it still opens, and still ends when unshared
+    expect((await readShared(server, shareToken)).status).toBe(200);
+    expect((await unshare(server, trace.id, owner)).status).toBe(204);
+    expect((await readShared(server, shareToken)).status).toBe(404);
+    expect((await readShared(server, shareToken)).status).toBe(429);
   });
 });
 
