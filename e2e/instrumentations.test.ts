@@ -156,7 +156,7 @@ describe('instrumented calls arrive in a running Flightlog service', () => {
       });
 
       const payer = Keypair.generate();
-      rpc.svm.airdrop(payer.publicKey, BigInt(LAMPORTS_PER_SOL));
+      await rpc.airdrop(payer.publicKey.toBase58(), BigInt(LAMPORTS_PER_SOL));
       const connection = observeSolanaConnection(new Connection(rpc.url, 'confirmed'), session);
       await connection.sendTransaction(
         new Transaction().add(

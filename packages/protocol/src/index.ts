@@ -13,3 +13,4 @@ export * from './agent.js';
 export * from './agent-stats.js';
 export * from './trace-fingerprint.js';
 export * from './merkle-tree.js';
+export * from './anchor-proof.js';

@@ -120,3 +120,38 @@ function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
 }
+
+/**
+ * The root and every leaf's audit path of one tree, in O(n) hashes (merkleAuditPath alone is
+ * O(n) per leaf). Built level by level from the leaves: nodes paired left to right, an odd last
+ * node carried up unpaired — the same tree as RFC 9162's split at the largest power of two.
+ */
+export function merkleTree(leafHashes: readonly Uint8Array[]): {
+  root: Uint8Array;
+  paths: Uint8Array[][];
+} {
+  if (leafHashes.length === 0) return { root: merkleRoot([]), paths: [] };
+  const levels: Uint8Array[][] = [[...leafHashes]];
+  for (let level = levels[0] as Uint8Array[]; level.length > 1;) {
+    const up: Uint8Array[] = [];
+    for (let i = 0; i < level.length; i += 2)
+      up.push(
+        i + 1 < level.length
+          ? merkleNodeHash(level[i] as Uint8Array, level[i + 1] as Uint8Array)
+          : (level[i] as Uint8Array),
+      );
+    levels.push(up);
+    level = up;
+  }
+  const paths = leafHashes.map((_, leaf) => {
+    const path: Uint8Array[] = [];
+    let i = leaf;
+    for (const level of levels.slice(0, -1)) {
+      const sibling = i ^ 1;
+      if (sibling < level.length) path.push(level[sibling] as Uint8Array);
+      i >>= 1;
+    }
+    return path;
+  });
+  return { root: (levels[levels.length - 1] as Uint8Array[])[0] as Uint8Array, paths };
+}

@@ -29,7 +29,14 @@ import {
 } from './cli/export-command.js';
 import { storeAdministration } from './cli/store-administration.js';
 import { VerifyUsageError, verdictLine, verifyFile } from './cli/verify-command.js';
-import { ConfigError, loadConfig, type Config } from './config.js';
+import { SolanaAnchorReader } from './anchoring/solana-anchor-reader.js';
+import {
+  ANCHOR_DEFAULT_RPC,
+  ConfigError,
+  loadConfig,
+  type AnchorCluster,
+  type Config,
+} from './config.js';
 import { runDemo } from './cli/demo-command.js';
 import type { LifecycleSettingsChange } from './lifecycle/agent-settings.js';
 import { RETENTION_MAX_DAYS, RUN_TIMEOUT_MAX_MS } from './lifecycle/lifecycle-config.js';
@@ -64,9 +71,14 @@ Commands:
                                               output, with progress on standard error; since is
                                               inclusive, until exclusive (startedAt); --cursor
                                               (a line's "cursor") resumes after that line's run
-  verify FILE                                 check runs against their fingerprints (traceHash),
+  verify FILE [--rpc URL | --cluster C] [--signer ADDRESS]
+                                              check runs against their fingerprints (traceHash),
                                               offline: an export (NDJSON) or one run as the read
-                                              API answers it; exit 1 if any run fails
+                                              API answers it, and an anchored run's audit path to
+                                              its root; with --rpc (or --cluster devnet|mainnet,
+                                              its public RPC) the memo of the transaction at
+                                              anchorSignature too, and with --signer who signed
+                                              it; exit 1 if any run fails, saying at which step
   trace share ID                              share a run: print its public link (a new one,
                                               or its current one) as PUBLIC_URL (or
                                               http://localhost:PORT) + /shared/<token>
@@ -322,12 +334,36 @@ async function worker(config: Config): Promise<void> {
   process.once('SIGINT', () => stop('SIGINT'));
 }
 
-async function verify(path: string): Promise<void> {
-  const report = await verifyFile(path, (verdict) =>
-    process.stdout.write(`${verdictLine(verdict)}\n`),
+async function verify(
+  path: string,
+  chain: { rpc?: string; cluster?: string; signer?: string },
+): Promise<void> {
+  if (chain.rpc !== undefined && chain.cluster !== undefined)
+    throw new UsageError('give --rpc or --cluster, not both');
+  if (chain.cluster !== undefined && !(chain.cluster in ANCHOR_DEFAULT_RPC))
+    throw new UsageError(`--cluster must be one of ${Object.keys(ANCHOR_DEFAULT_RPC).join(', ')}`);
+  const rpcUrl =
+    chain.rpc ?? (chain.cluster ? ANCHOR_DEFAULT_RPC[chain.cluster as AnchorCluster] : undefined);
+  if (rpcUrl === undefined && chain.signer !== undefined)
+    throw new UsageError('--signer needs --rpc or --cluster: the signer is read on chain');
+  const report = await verifyFile(
+    path,
+    (verdict) => process.stdout.write(`${verdictLine(verdict)}\n`),
+    rpcUrl === undefined
+      ? {}
+      : {
+          chain: {
+            reader: new SolanaAnchorReader(rpcUrl),
+            ...(chain.signer !== undefined ? { signer: chain.signer } : {}),
+          },
+        },
   );
   process.stdout.write(
-    `${report.verified} verified, ${report.failed} failed, ${report.notFingerprinted} without a fingerprint\n`,
+    `${report.verified} verified, ${report.failed} failed, ${report.notFingerprinted} without a fingerprint` +
+      (report.anchored > 0
+        ? `; ${report.anchored} of the verified anchored${rpcUrl === undefined ? ' (their transactions not checked: no --rpc)' : ''}`
+        : '') +
+      '\n',
   );
   if (report.failed > 0) process.exitCode = 1;
 }
@@ -339,6 +375,9 @@ async function main(argv: string[]): Promise<void> {
     options: {
       id: { type: 'string' },
       name: { type: 'string' },
+      rpc: { type: 'string' },
+      cluster: { type: 'string' },
+      signer: { type: 'string' },
       agent: { type: 'string' },
       user: { type: 'string' },
       role: { type: 'string' },
@@ -360,7 +399,12 @@ async function main(argv: string[]): Promise<void> {
     return;
   }
   // Offline: no configuration, no store, no server.
-  if (command === 'verify') return verify(required(sub, 'FILE'));
+  if (command === 'verify')
+    return verify(required(sub, 'FILE'), {
+      ...(values.rpc !== undefined ? { rpc: values.rpc } : {}),
+      ...(values.cluster !== undefined ? { cluster: values.cluster } : {}),
+      ...(values.signer !== undefined ? { signer: values.signer } : {}),
+    });
   const config = loadConfig();
   switch (
     `${command}${sub ? ` ${sub}` : ''}`.replace(

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { parseEnvelopeKey } from '@flightlog/protocol';
+import { readAnchorKeypair } from './anchoring/anchor-keypair.js';
 import { DATA_DIR_DURABILITIES, type DataDirDurability } from './store/pglite-durability.js';
 import { LIVE_AGENT_BUFFER_MAX_BYTES } from './live/live-bus.js';
 import { LOCAL_OPERATOR } from './first-run/local-secret.js';
@@ -25,6 +26,8 @@ export interface Config {
   /** Run timeouts, retention, deletion tombstones and the sweeper (lifecycle/lifecycle-config.ts). */
   lifecycle: LifecycleConfig;
   export: ExportConfig;
+  /** Finished runs' fingerprints put on chain; off without `ANCHOR_KEYPAIR`. */
+  anchoring: AnchoringConfig;
   process: ProcessConfig;
 }
 
@@ -194,6 +197,36 @@ export interface ExportConfig {
   stallTimeoutMs: number;
 }
 
+/** The clusters anchoring writes to (`ANCHOR_CLUSTER`). */
+export const ANCHOR_CLUSTERS = ['devnet', 'mainnet'] as const;
+export type AnchorCluster = (typeof ANCHOR_CLUSTERS)[number];
+
+/** The RPC each cluster is reached at unless `ANCHOR_RPC_URL` says otherwise. */
+export const ANCHOR_DEFAULT_RPC: Record<AnchorCluster, string> = {
+  devnet: 'https://api.devnet.solana.com',
+  mainnet: 'https://api.mainnet-beta.solana.com',
+};
+
+/** Anchoring finished runs on Solana (anchoring/): on when `keypair` is set. */
+export interface AnchoringConfig {
+  /** `ANCHOR_KEYPAIR`: the keypair that signs and pays the memo transactions (64 bytes). */
+  keypair: Uint8Array | undefined;
+  /** `ANCHOR_CLUSTER`: required with the keypair — anchoring on mainnet spends real SOL. */
+  cluster: AnchorCluster | undefined;
+  /** `ANCHOR_RPC_URL`; defaults to the cluster's public RPC. */
+  rpcUrl: string | undefined;
+  /** `ANCHOR_INTERVAL_MS`: a tree is gathered at least this often while runs wait. */
+  intervalMs: number;
+  /** `ANCHOR_BATCH_RUNS`: runs per tree at most; this many waiting gathers a tree at once. */
+  batchRuns: number;
+  /** `ANCHOR_POLL_MS`: how often the anchorer looks at the store and at its transactions. */
+  pollMs: number;
+  /** `ANCHOR_LEASE_MS`: how long an instance holds the batch it works on. */
+  leaseMs: number;
+  /** `ANCHOR_BACKOFF_MS`: the first retry's delay after a failure, doubled up to 5 minutes. */
+  backoffMs: number;
+}
+
 /** How the process runs: its logs, its shutdown, and what `serve` does at start-up. */
 export interface ProcessConfig {
   logLevel: string;
@@ -226,6 +259,7 @@ export function changeConfig(config: Config, changes: ConfigChanges): Config {
     analysis: { ...config.analysis, ...changes.analysis },
     lifecycle: { ...config.lifecycle, ...changes.lifecycle },
     export: { ...config.export, ...changes.export },
+    anchoring: { ...config.anchoring, ...changes.anchoring },
     process: { ...config.process, ...changes.process },
   };
 }
@@ -399,6 +433,44 @@ function analysisSettings(env: Env): AnalysisConfig {
   };
 }
 
+/** The anchoring settings: all of them only with ANCHOR_KEYPAIR. */
+function anchoringSettings(env: Env): AnchoringConfig {
+  const keypairSetting = text(env, 'ANCHOR_KEYPAIR');
+  const clusterSetting = text(env, 'ANCHOR_CLUSTER');
+  const rpcUrl = url(env, 'ANCHOR_RPC_URL', ['https:', 'http:']);
+  let keypair: Uint8Array | undefined;
+  let cluster: AnchorCluster | undefined;
+  if (keypairSetting !== undefined) {
+    const read = readAnchorKeypair(keypairSetting);
+    if (typeof read === 'string') throw new ConfigError(`ANCHOR_KEYPAIR: ${read}`);
+    keypair = read;
+    if (clusterSetting === undefined)
+      throw new ConfigError(
+        `ANCHOR_CLUSTER is required with ANCHOR_KEYPAIR: one of ${ANCHOR_CLUSTERS.join(', ')}`,
+      );
+  } else if (clusterSetting !== undefined || rpcUrl !== undefined)
+    throw new ConfigError(
+      `${clusterSetting !== undefined ? 'ANCHOR_CLUSTER' : 'ANCHOR_RPC_URL'} is set, but ANCHOR_KEYPAIR (which turns anchoring on) is not`,
+    );
+  if (clusterSetting !== undefined) {
+    if (!(ANCHOR_CLUSTERS as readonly string[]).includes(clusterSetting))
+      throw new ConfigError(
+        `ANCHOR_CLUSTER must be one of ${ANCHOR_CLUSTERS.join(', ')}, got "${clusterSetting}"`,
+      );
+    cluster = clusterSetting as AnchorCluster;
+  }
+  return {
+    keypair,
+    cluster,
+    rpcUrl,
+    intervalMs: integer(env, 'ANCHOR_INTERVAL_MS', 60_000, 100, 86_400_000),
+    batchRuns: integer(env, 'ANCHOR_BATCH_RUNS', 1_000, 1, 100_000),
+    pollMs: integer(env, 'ANCHOR_POLL_MS', 1_000, 10, 60_000),
+    leaseMs: integer(env, 'ANCHOR_LEASE_MS', 60_000, 100, 3_600_000),
+    backoffMs: integer(env, 'ANCHOR_BACKOFF_MS', 1_000, 10, 300_000),
+  };
+}
+
 function lifecycleSettings(env: Env): LifecycleConfig {
   try {
     return lifecycleConfig(env);
@@ -544,6 +616,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     analysis: analysisSettings(env),
     lifecycle: lifecycleSettings(env),
+    anchoring: anchoringSettings(env),
     export: {
       maxPerUser: integer(env, 'EXPORT_MAX_PER_USER', 2, 1, 1_000),
       max: integer(env, 'EXPORT_MAX', 16, 1, 10_000),

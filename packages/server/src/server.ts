@@ -1,6 +1,8 @@
 import { isIPv6 } from 'node:net';
 import type { AnalysisWorker } from './analysis/analysis-worker.js';
 import { workerFromConfig } from './analysis/worker-from-config.js';
+import type { Anchorer } from './anchoring/anchorer.js';
+import { anchorerFromConfig } from './anchoring/anchorer-from-config.js';
 import { buildApp, type AppDependencies, type FlightlogApp } from './app.js';
 import type { Config } from './config.js';
 import { createRedisBus } from './live/redis-bus.js';
@@ -14,6 +16,8 @@ export interface RunningServer extends FlightlogApp {
   url: string;
   /** The in-process analysis worker; absent with `ANALYSIS_WORKER=off`. */
   worker: AnalysisWorker | undefined;
+  /** The anchorer putting finished runs on chain; absent without `ANCHOR_KEYPAIR`. */
+  anchorer: Anchorer | undefined;
   /**
    * Stops accepting and claiming, lets in-flight requests and the analysis in flight finish,
    * closes the store. Idempotent; bounded by SHUTDOWN_TIMEOUT_MS.
@@ -30,6 +34,7 @@ export async function startServer(
   let built: FlightlogApp;
   let logBusError: (error: unknown) => void = () => {};
   let worker: AnalysisWorker | undefined;
+  let anchorer: Anchorer | undefined;
   try {
     // The live bus is chosen once, from configuration: Redis Streams when REDIS_URL is set. Its
     // connection errors repeat at every reconnection attempt while Redis is away: debug level
@@ -67,6 +72,11 @@ export async function startServer(
       });
       worker.start();
     }
+    anchorer = anchorerFromConfig(config.anchoring, store, {
+      logger: built.app.log,
+      metrics: built.metrics,
+    });
+    anchorer?.start();
   } catch (error) {
     await store.close();
     throw error;
@@ -99,6 +109,7 @@ export async function startServer(
         Promise.all([
           built.app.close(),
           worker?.stop(Math.floor(config.process.shutdownTimeoutMs * 0.9)),
+          anchorer?.stop(),
         ]),
         deadline,
       ]);
@@ -107,5 +118,5 @@ export async function startServer(
     })();
     return closing;
   };
-  return { ...built, store, url: `http://${urlHost}:${port}`, worker, close };
+  return { ...built, store, url: `http://${urlHost}:${port}`, worker, anchorer, close };
 }

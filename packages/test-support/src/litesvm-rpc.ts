@@ -1,131 +1,123 @@
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { PublicKey, VersionedTransaction } from '@solana/web3.js';
-import { FailedTransactionMetadata, LiteSVM } from 'litesvm';
-import { base58 } from '@scure/base';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { getBase58Decoder } from '@solana/kit';
 
 /*
- * A Solana JSON-RPC endpoint on a loopback port over LiteSVM, a real Solana runtime in this
- * process: the methods @solana/web3.js's Connection needs to send a transaction and read the
- * outcome. Transactions really execute (system program, fees, signatures checked); a failure is
- * answered as a validator answers a failed preflight (-32002 with the logs).
+ * A Solana JSON-RPC endpoint over LiteSVM, a real Solana runtime, for the tests: the validator
+ * runs in a process of its own (litesvm-validator.mjs says why), and this is the test's handle on
+ * it — its URL for the SDKs under test, and the test's controls: fund an account, make the
+ * cluster fail or lose what it is sent, move the chain on, read back what landed.
  */
-export class LiteSvmRpc {
-  readonly svm = new LiteSVM();
-  /** Methods called, in order. */
-  readonly calls: string[] = [];
-  private readonly statuses = new Map<string, { slot: number; err: unknown }>();
-  private readonly server: http.Server;
-  private port = 0;
 
-  constructor() {
-    this.server = http.createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on('data', (chunk: Buffer) => chunks.push(chunk));
-      req.on('end', () => {
-        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as
-          RpcRequest | RpcRequest[];
-        const answer = Array.isArray(body) ? body.map((r) => this.answer(r)) : this.answer(body);
-        res.writeHead(200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(answer));
-      });
-    });
-  }
+const VALIDATOR = fileURLToPath(new URL('./litesvm-validator.mjs', import.meta.url));
+
+/** A transaction that landed: its signature, slot, wire bytes (base64), programs it calls. */
+export interface LandedTransaction {
+  signature: string;
+  slot: number;
+  wire: string;
+  programs: string[];
+}
+
+export class LiteSvmRpc {
+  private child: ChildProcess | undefined;
+  private endpoint = '';
+  private id = 0;
 
   get url(): string {
-    return `http://127.0.0.1:${this.port}`;
+    return this.endpoint;
   }
 
   async start(): Promise<this> {
-    await new Promise<void>((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-    this.port = (this.server.address() as AddressInfo).port;
+    const child = spawn(process.execPath, [VALIDATOR], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child = child;
+    let output = '';
+    this.endpoint = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`validator did not start: ${output}`)),
+        30_000,
+      );
+      const onData = (data: Buffer) => {
+        output += data.toString();
+        const found = /\{"url":"([^"]+)"\}/.exec(output);
+        if (found?.[1]) {
+          clearTimeout(timer);
+          resolve(found[1]);
+        }
+      };
+      child.stdout?.on('data', onData);
+      child.stderr?.on('data', onData);
+      child.once('exit', (code) => {
+        clearTimeout(timer);
+        reject(new Error(`validator exited with ${code}: ${output}`));
+      });
+    });
     return this;
   }
 
   async close(): Promise<void> {
-    this.server.closeAllConnections();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    const child = this.child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    child.kill('SIGKILL');
+    await exited;
   }
 
-  private answer(request: RpcRequest): unknown {
-    this.calls.push(request.method);
-    const reply = (result: unknown) => ({ jsonrpc: '2.0', id: request.id, result });
-    const context = { slot: Number(this.svm.getClock().slot) };
-    const params = request.params ?? [];
-    switch (request.method) {
-      case 'getLatestBlockhash':
-        return reply({
-          context,
-          value: { blockhash: this.svm.latestBlockhash(), lastValidBlockHeight: 1_000 },
-        });
-      case 'getBalance': {
-        const lamports = this.svm.getBalance(new PublicKey(params[0] as string));
-        return reply({ context, value: Number(lamports ?? 0n) });
-      }
-      case 'getSlot':
-        return reply(context.slot);
-      case 'getSignatureStatuses':
-        return reply({
-          context,
-          value: (params[0] as string[]).map((signature) => {
-            const status = this.statuses.get(signature);
-            return status === undefined
-              ? null
-              : {
-                  slot: status.slot,
-                  confirmations: null,
-                  err: status.err,
-                  confirmationStatus: 'confirmed',
-                };
-          }),
-        });
-      case 'sendTransaction': {
-        const bytes = Buffer.from(params[0] as string, 'base64');
-        const transaction = VersionedTransaction.deserialize(bytes);
-        const signature = base58.encode(transaction.signatures[0] ?? new Uint8Array(64));
-        const outcome = this.svm.sendTransaction(transaction);
-        if (outcome instanceof FailedTransactionMetadata) {
-          const err = outcome.err();
-          return {
-            jsonrpc: '2.0',
-            id: request.id,
-            error: {
-              code: -32002,
-              message: `Transaction simulation failed: ${describeError(err)}`,
-              data: {
-                err: describeError(err),
-                logs: outcome.meta().logs(),
-                accounts: null,
-                unitsConsumed: Number(outcome.meta().computeUnitsConsumed()),
-              },
-            },
-          };
-        }
-        this.statuses.set(signature, { slot: context.slot, err: null });
-        return reply(signature);
-      }
-      default:
-        return {
-          jsonrpc: '2.0',
-          id: request.id,
-          error: { code: -32601, message: `Method not found: ${request.method}` },
-        };
-    }
+  private async control<T>(method: string, params: unknown[] = []): Promise<T> {
+    const response = await fetch(this.endpoint, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: ++this.id, method, params }),
+    });
+    const body = (await response.json()) as { result?: T; error?: { message: string } };
+    if (body.error) throw new Error(`${method}: ${body.error.message}`);
+    return body.result as T;
+  }
+
+  /** Credits `lamports` to the account at `address` (base58). */
+  airdrop(address: string, lamports: bigint): Promise<void> {
+    return this.control('test_airdrop', [address, lamports.toString()]);
+  }
+
+  /** The next `count` calls of `method` answer an internal error (a cluster having trouble). */
+  failNext(method: string, count = 1): Promise<void> {
+    return this.control('test_failNext', [method, count]);
+  }
+
+  /** From now, the next `count` transactions sent are answered as sent but never land. */
+  loseSends(count: number): Promise<void> {
+    return this.control('test_loseSends', [count]);
+  }
+
+  /** While on, a transaction that lands is never answered to its sender. */
+  holdAfterLanding(on: boolean): Promise<void> {
+    return this.control('test_holdAfterLanding', [on]);
+  }
+
+  /** Moves the chain `slots` on, and expires the current blockhash. */
+  advance(slots: number): Promise<void> {
+    return this.control('test_advance', [slots]);
+  }
+
+  /** Every transaction that landed, in order. */
+  landed(): Promise<LandedTransaction[]> {
+    return this.control('test_landed');
+  }
+
+  /** The RPC methods called, in order (the test's own included). */
+  calls(): Promise<string[]> {
+    return this.control('test_calls');
   }
 }
 
-interface RpcRequest {
-  jsonrpc: '2.0';
-  id: number | string;
-  method: string;
-  params?: unknown[];
-}
-
-function describeError(err: unknown): string {
-  if (typeof err === 'object' && err !== null && 'toString' in err) {
-    const text = String(err);
-    if (text !== '[object Object]') return text;
-  }
-  if (typeof err === 'number') return `TransactionError(${err})`;
-  return JSON.stringify(err) ?? 'unknown error';
+/** A new Ed25519 keypair as Solana tools write one: 64 bytes (secret, then public) and its address. */
+export function solanaKeypair(): { secretKey: Uint8Array; address: string } {
+  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
+  const secret = Buffer.from(privateKey.export({ format: 'jwk' }).d ?? '', 'base64url');
+  const pub = Buffer.from(publicKey.export({ format: 'jwk' }).x ?? '', 'base64url');
+  const secretKey = new Uint8Array(64);
+  secretKey.set(secret, 0);
+  secretKey.set(pub, 32);
+  return { secretKey, address: getBase58Decoder().decode(pub) };
 }

@@ -23,9 +23,9 @@ beforeAll(async () => {
 afterAll(() => rpc.close());
 
 const connect = () => new Connection(rpc.url, 'confirmed');
-const funded = (sol = 10) => {
+const funded = async (sol = 10) => {
   const payer = Keypair.generate();
-  rpc.svm.airdrop(payer.publicKey, BigInt(sol * LAMPORTS_PER_SOL));
+  await rpc.airdrop(payer.publicKey.toBase58(), BigInt(sol * LAMPORTS_PER_SOL));
   return payer;
 };
 const transfer = (from: Keypair, to: PublicKey, lamports: number) =>
@@ -49,7 +49,7 @@ const versioned = async (from: Keypair, moves: [PublicKey, number][]) => {
 describe('observeSolanaConnection against a Solana runtime (LiteSVM behind JSON-RPC)', () => {
   it('records sendTransaction as chain_tx: signature, lamports moved, program, instruction', async () => {
     const recorded = recordedSession();
-    const payer = funded();
+    const payer = await funded();
     const recipient = Keypair.generate().publicKey;
     const connection = observeSolanaConnection(connect(), recorded.session, { network: 'devnet' });
     const signature = await connection.sendTransaction(transfer(payer, recipient, 1_500_000), [
@@ -73,7 +73,7 @@ describe('observeSolanaConnection against a Solana runtime (LiteSVM behind JSON-
 
   it('records sendRawTransaction of a v0 transaction once, summing its transfers', async () => {
     const recorded = recordedSession();
-    const payer = funded();
+    const payer = await funded();
     const [a, b] = [Keypair.generate().publicKey, Keypair.generate().publicKey];
     const tx = await versioned(payer, [
       [a, 2_000_000],
@@ -94,8 +94,8 @@ describe('observeSolanaConnection against a Solana runtime (LiteSVM behind JSON-
   it('throws what the unwrapped connection throws for a refused transaction, and records it', async () => {
     const recorded = recordedSession();
     // the same refusal twice: two payers of 1 SOL (a failed transaction still pays its fee)
-    const refused = (connection: Connection) => {
-      const payer = funded(1);
+    const refused = async (connection: Connection) => {
+      const payer = await funded(1);
       return connection
         .sendTransaction(transfer(payer, Keypair.generate().publicKey, 5 * LAMPORTS_PER_SOL), [
           payer,
@@ -127,8 +127,8 @@ describe('observeSolanaConnection against a Solana runtime (LiteSVM behind JSON-
   it('records concurrent sends once each, with exact totals', async () => {
     const recorded = recordedSession();
     const connection = observeSolanaConnection(connect(), recorded.session);
-    const sends = Array.from({ length: 8 }, (_, i) => {
-      const payer = funded();
+    const sends = Array.from({ length: 8 }, async (_, i) => {
+      const payer = await funded();
       return connection.sendTransaction(
         transfer(payer, Keypair.generate().publicKey, (i + 1) * 1_000_000),
         [payer],
@@ -149,7 +149,7 @@ describe('observeSolanaConnection against a Solana runtime (LiteSVM behind JSON-
     expect(connection).toBeInstanceOf(Connection);
     expect(connection.rpcEndpoint).toBe(original.rpcEndpoint);
     expect(connection.commitment).toBe('confirmed');
-    const payer = funded();
+    const payer = await funded();
     await original.sendTransaction(transfer(payer, Keypair.generate().publicKey, 1_000_000), [
       payer,
     ]);
@@ -171,7 +171,7 @@ describe('observeSolanaConnection against a Solana runtime (LiteSVM behind JSON-
   });
 
   it('reads the wire format: signatures, legacy and v0 messages', async () => {
-    const payer = funded();
+    const payer = await funded();
     const legacy = transfer(payer, Keypair.generate().publicKey, 42);
     legacy.recentBlockhash = (await connect().getLatestBlockhash()).blockhash;
     legacy.feePayer = payer.publicKey;
@@ -187,8 +187,8 @@ describe('observeSolanaConnection against a Solana runtime (LiteSVM behind JSON-
 
 describe('observeSolanaConnection: failures of its own', () => {
   it('never throws into the host: when its own recording fails, sends give what they give unwrapped', async () => {
-    const refused = (connection: Connection) => {
-      const payer = funded(1);
+    const refused = async (connection: Connection) => {
+      const payer = await funded(1);
       return connection
         .sendTransaction(transfer(payer, Keypair.generate().publicKey, 5 * LAMPORTS_PER_SOL), [
           payer,
@@ -198,14 +198,14 @@ describe('observeSolanaConnection: failures of its own', () => {
     const plainRefusal = (await refused(connect())) as Error;
     for (const { name, session, failedAsExpected } of failingSessions()) {
       const connection = observeSolanaConnection(connect(), session, { network: 'devnet' });
-      const payer = funded();
+      const payer = await funded();
       const recipient = Keypair.generate().publicKey;
       const tx = transfer(payer, recipient, 1_500_000);
       const signature = await connection.sendTransaction(tx, [payer]);
       // what sendTransaction returns unwrapped: the signature of the transaction it signed
       expect(signature, name).toBe(base58(tx.signature as Uint8Array));
       expect(await connect().getBalance(recipient), name).toBe(1_500_000);
-      const v0 = await versioned(funded(), [[recipient, 500_000]]);
+      const v0 = await versioned(await funded(), [[recipient, 500_000]]);
       expect(await connection.sendRawTransaction(v0.serialize()), name).toBe(
         base58(v0.signatures[0] as Uint8Array),
       );

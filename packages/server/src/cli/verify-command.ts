@@ -1,12 +1,22 @@
 import { createReadStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
-import { checkTraceHash, type Event, type Trace, type TraceHashCheck } from '@flightlog/protocol';
+import {
+  checkTraceHash,
+  type AnchoredRoot,
+  type Event,
+  type Trace,
+  type TraceHashCheck,
+} from '@flightlog/protocol';
+import { checkRunAnchor, type AnchorStep } from '../anchoring/anchor-verification.js';
+import type { AnchorReader } from '../anchoring/solana-anchor-reader.js';
 
 /*
  * `flightlog verify FILE`: checks runs against their fingerprints (`traceHash`) from exported data
  * alone, offline — an export (NDJSON, one `{trace, events}` a line, as `flightlog export` and the
- * export API write it) or one run as the read API answers it (`{trace, events}`, any layout).
+ * export API write it) or one run as the read API answers it (`{trace, events}`, any layout) —
+ * then an anchored run's audit path to its tree's root, and with an RPC the memo of the
+ * transaction that put that root on chain.
  */
 
 /** One run as the read API answers it is read whole: at most this large. */
@@ -14,15 +24,50 @@ const MAX_SINGLE_RUN_BYTES = 256 * 1024 * 1024;
 
 /** What was found for one run (or one line that is not a run). */
 export type RunVerdict =
+  /** The data gives its traceHash; the run is not anchored (yet). */
   | { kind: 'verified'; traceId: string; traceHash: string }
+  /** …and its audit path leads to a root; no RPC was given to check the memo. */
+  | {
+      kind: 'path-verified';
+      traceId: string;
+      traceHash: string;
+      anchored: AnchoredRoot;
+      leafIndex: number;
+    }
+  /** …and that root is the one the transaction at `anchorSignature` anchors. */
+  | {
+      kind: 'anchored';
+      traceId: string;
+      traceHash: string;
+      anchored: AnchoredRoot;
+      leafIndex: number;
+      signature: string;
+      slot: string;
+      signer: string;
+    }
   | { kind: 'not-fingerprinted'; traceId: string; status: string }
-  | { kind: 'failed'; traceId: string | null; line: number; reason: string };
+  | {
+      kind: 'failed';
+      traceId: string | null;
+      line: number;
+      /** Which link of the chain broke: the data, the fingerprint, or one past it. */
+      step: 'data' | 'traceHash' | AnchorStep;
+      reason: string;
+    };
 
 export interface VerifyReport {
   verdicts: RunVerdict[];
+  /** Runs whose data gives their traceHash (anchored or not). */
   verified: number;
+  /** Of those, runs whose anchor was checked too: on chain, or offline as far as the root. */
+  anchored: number;
   notFingerprinted: number;
   failed: number;
+}
+
+/** How far past the fingerprint to check: with a reader, the transaction on chain. */
+export interface VerifyOptions {
+  chain?: { reader: AnchorReader; signer?: string };
 }
 
 /** The file it cannot read as runs (exit 2). */
@@ -66,29 +111,59 @@ function reasonOf(check: Exclude<TraceHashCheck, { kind: 'verified' | 'no-finger
 }
 
 /** The verdict on one run read from `line` of the file (1 for a whole-file run). */
-export function verifyRun(value: unknown, line: number): RunVerdict {
+export async function verifyRun(
+  value: unknown,
+  line: number,
+  options: VerifyOptions = {},
+): Promise<RunVerdict> {
   const run = runOf(value);
   if (typeof run === 'string')
-    return { kind: 'failed', traceId: null, line, reason: `not a run: ${run}` };
+    return { kind: 'failed', traceId: null, line, step: 'data', reason: `not a run: ${run}` };
   const traceId = run.trace.id;
   let check: TraceHashCheck;
   try {
     check = checkTraceHash(run.trace, run.events);
   } catch (error) {
     const why = error instanceof Error ? error.message : String(error);
-    return { kind: 'failed', traceId, line, reason: `its data cannot be hashed: ${why}` };
+    return {
+      kind: 'failed',
+      traceId,
+      line,
+      step: 'data',
+      reason: `its data cannot be hashed: ${why}`,
+    };
   }
-  if (check.kind === 'verified') return { kind: 'verified', traceId, traceHash: check.traceHash };
   if (check.kind === 'no-fingerprint')
     return { kind: 'not-fingerprinted', traceId, status: String(run.trace.status) };
-  return { kind: 'failed', traceId, line, reason: reasonOf(check) };
+  if (check.kind !== 'verified')
+    return { kind: 'failed', traceId, line, step: 'traceHash', reason: reasonOf(check) };
+  const traceHash = check.traceHash;
+  const anchor = await checkRunAnchor(run.trace, options.chain);
+  switch (anchor.kind) {
+    case 'not-anchored':
+      return { kind: 'verified', traceId, traceHash };
+    case 'path-only':
+      return {
+        kind: 'path-verified',
+        traceId,
+        traceHash,
+        anchored: anchor.anchored,
+        leafIndex: anchor.leafIndex,
+      };
+    case 'anchored':
+      return { ...anchor, traceId, traceHash };
+    case 'failed':
+      return { kind: 'failed', traceId, line, step: anchor.step, reason: anchor.reason };
+  }
 }
 
 function tally(verdicts: RunVerdict[]): VerifyReport {
-  const count = (kind: RunVerdict['kind']) => verdicts.filter((v) => v.kind === kind).length;
+  const count = (...kinds: RunVerdict['kind'][]) =>
+    verdicts.filter((v) => kinds.includes(v.kind)).length;
   return {
     verdicts,
-    verified: count('verified'),
+    verified: count('verified', 'path-verified', 'anchored'),
+    anchored: count('path-verified', 'anchored'),
     notFingerprinted: count('not-fingerprinted'),
     failed: count('failed'),
   };
@@ -101,6 +176,7 @@ function tally(verdicts: RunVerdict[]): VerifyReport {
 export async function verifyFile(
   path: string,
   onVerdict: (verdict: RunVerdict) => void = () => {},
+  options: VerifyOptions = {},
 ): Promise<VerifyReport> {
   let size: number;
   try {
@@ -123,7 +199,7 @@ export async function verifyFile(
     } catch {
       throw new VerifyUsageError(`${path} is neither NDJSON (one run a line) nor one JSON run`);
     }
-    add(verifyRun(whole, 1));
+    add(await verifyRun(whole, 1, options));
     return tally(verdicts);
   }
   const lines = createInterface({ input: createReadStream(path), crlfDelay: Infinity });
@@ -135,10 +211,16 @@ export async function verifyFile(
     try {
       value = JSON.parse(line);
     } catch {
-      add({ kind: 'failed', traceId: null, line: n, reason: 'not a run: it is not JSON' });
+      add({
+        kind: 'failed',
+        traceId: null,
+        line: n,
+        step: 'data',
+        reason: 'not a run: it is not JSON',
+      });
       continue;
     }
-    add(verifyRun(value, n));
+    add(await verifyRun(value, n, options));
   }
   if (verdicts.length === 0) throw new VerifyUsageError(`${path} holds no run`);
   return tally(verdicts);
@@ -166,10 +248,23 @@ async function firstLineIsJson(path: string): Promise<boolean> {
 export function verdictLine(verdict: RunVerdict): string {
   switch (verdict.kind) {
     case 'verified':
-      return `verified       ${verdict.traceId} ${verdict.traceHash}`;
+      return `verified       ${verdict.traceId} ${verdict.traceHash} (not anchored)`;
+    case 'path-verified':
+      return (
+        `verified       ${verdict.traceId} ${verdict.traceHash}, leaf ${verdict.leafIndex} of ` +
+        `${verdict.anchored.size} under root ${verdict.anchored.root} (pass --rpc to check the ` +
+        'transaction)'
+      );
+    case 'anchored':
+      return (
+        `anchored       ${verdict.traceId} ${verdict.traceHash}, leaf ${verdict.leafIndex} of ` +
+        `${verdict.anchored.size} under root ${verdict.anchored.root}, the memo of ` +
+        `${verdict.signature} at slot ${verdict.slot} signed by ${verdict.signer}`
+      );
     case 'not-fingerprinted':
       return `no fingerprint ${verdict.traceId} (status ${verdict.status}: a run gets its traceHash once it finished)`;
     case 'failed':
-      return `FAILED         ${verdict.traceId ?? `line ${verdict.line}`}: ${verdict.reason}`;
+      // the step that broke, unless the line is no run at all
+      return `FAILED         ${verdict.traceId ?? `line ${verdict.line}`}${verdict.step === 'data' ? '' : ` (${verdict.step})`}: ${verdict.reason}`;
   }
 }

@@ -223,6 +223,27 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  readonly anchorBatches = new Counter({
+    name: 'flightlog_anchor_batches_total',
+    help:
+      'Trees of finished runs, by step: gathered, signed, anchored (their root on chain), ' +
+      'resigned (the transaction expired or failed on chain and was signed anew)',
+    labelNames: ['step'] as const,
+    registers: [this.registry],
+  });
+
+  readonly anchoredRuns = new Counter({
+    name: 'flightlog_anchored_runs_total',
+    help: 'Runs whose fingerprint went on chain in an anchored tree',
+    registers: [this.registry],
+  });
+
+  readonly anchorFailures = new Counter({
+    name: 'flightlog_anchor_failures_total',
+    help: 'Anchoring steps that failed and wait to be tried again (RPC down, no funds)',
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
   }

@@ -93,8 +93,20 @@ export class FingerprintStore {
        last AS (
          SELECT h.n, h.trace_hash FROM trace_hashes h WHERE h.trace_id = $1 ORDER BY h.n DESC LIMIT 1
        ),
+       -- the run's anchor follows its fingerprint: a fingerprint already in an anchored tree
+       -- brings its proof back, a new one has none until its own tree is anchored
+       anchored AS (
+         SELECT l.proof, b.signature, b.slot, b.state FROM anchor_leaves l
+         JOIN anchor_batches b ON b.id = l.batch_id
+         WHERE l.trace_id = $1 AND l.trace_hash = $4
+       ),
        stored AS (
-         UPDATE traces t SET trace_hash = $4 FROM still s WHERE t.id = s.id RETURNING t.id
+         UPDATE traces t SET trace_hash = $4,
+           anchored_hash = CASE WHEN EXISTS (SELECT 1 FROM anchored) THEN $4 ELSE t.anchored_hash END,
+           merkle_proof = (SELECT a.proof FROM anchored a WHERE a.state = 'anchored'),
+           anchor_signature = (SELECT a.signature FROM anchored a WHERE a.state = 'anchored'),
+           anchor_slot = (SELECT a.slot FROM anchored a WHERE a.state = 'anchored')
+         FROM still s WHERE t.id = s.id RETURNING t.id
        ),
        added AS (
          INSERT INTO trace_hashes (trace_id, n, trace_hash, version, status, event_count)

@@ -1,4 +1,5 @@
 import { AgentStore } from './agent-store.js';
+import { AnchorStore } from './anchor-store.js';
 import { AnalysisStore } from './analysis-store.js';
 import { FingerprintStore } from './fingerprint-store.js';
 import { AuditStore } from './audit-store.js';
@@ -65,6 +66,8 @@ export interface Store {
   readonly audit: AuditStore;
   /** Runs' public share links. */
   readonly shares: ShareStore;
+  /** Finished runs' trees and their way on chain (anchoring). */
+  readonly anchors: AnchorStore;
   ping(): Promise<void>;
   close(): Promise<void>;
 }
@@ -110,6 +113,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     exports: new ExportStore(sql),
     audit: new AuditStore(sql),
     shares: new ShareStore(sql),
+    anchors: new AnchorStore(sql),
     ping: () => sql.ping(),
     close: () => sql.close(),
   };

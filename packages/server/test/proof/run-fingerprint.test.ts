@@ -159,8 +159,12 @@ describeEngines('run fingerprints [%s]', (engine) => {
     const failed = await runCli(['verify', bad], {});
     expect(failed.code).toBe(1);
     const [l1, l2, l3] = failed.stdout.split('\n');
-    expect(l1).toContain(`FAILED         ${trace.id}: the run's data does not give its traceHash`);
-    expect(l2).toContain(`FAILED         ${trace.id}: event ${run.events[2]?.id} (#1) is out of`);
+    expect(l1).toContain(
+      `FAILED         ${trace.id} (traceHash): the run's data does not give its traceHash`,
+    );
+    expect(l2).toContain(
+      `FAILED         ${trace.id} (traceHash): event ${run.events[2]?.id} (#1) is out of`,
+    );
     expect(l3).toBe('FAILED         line 3: not a run: it has no "trace" object');
     expect(failed.stdout).toContain('0 verified, 3 failed');
 

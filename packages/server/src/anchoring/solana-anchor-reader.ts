@@ -1,0 +1,73 @@
+import { MEMO_PROGRAM_ADDRESS } from '@solana-program/memo';
+import {
+  createSolanaRpc,
+  getBase58Decoder,
+  getBase64Encoder,
+  getCompiledTransactionMessageDecoder,
+  getTransactionDecoder,
+  getUtf8Decoder,
+  signature as toSignature,
+} from '@solana/kit';
+
+/*
+ * Reads an anchoring transaction back from a Solana RPC, for `flightlog verify`: where it landed,
+ * who signed it, and the memos it carries, decoded from the transaction's own bytes (not from
+ * the RPC's parsed view of them).
+ */
+
+/** An anchoring transaction as the chain holds it. */
+export interface AnchorTransaction {
+  slot: bigint;
+  /** The transaction's first signature (its id), as its bytes carry it. */
+  signature: string;
+  /** The fee payer: the anchoring keypair's address. */
+  signer: string;
+  /** The transaction's error on chain, null when it succeeded. */
+  err: unknown;
+  /** The data of each of its Memo-program instructions, as text. */
+  memos: string[];
+}
+
+/** Reads transactions by signature. */
+export interface AnchorReader {
+  transaction(signature: string): Promise<AnchorTransaction | undefined>;
+}
+
+const RPC_TIMEOUT_MS = 15_000;
+
+export class SolanaAnchorReader implements AnchorReader {
+  private readonly rpc: ReturnType<typeof createSolanaRpc>;
+
+  constructor(rpcUrl: string) {
+    this.rpc = createSolanaRpc(rpcUrl);
+  }
+
+  async transaction(signature: string): Promise<AnchorTransaction | undefined> {
+    const found = await this.rpc
+      .getTransaction(toSignature(signature), {
+        encoding: 'base64',
+        commitment: 'finalized',
+        maxSupportedTransactionVersion: 0,
+      })
+      .send({ abortSignal: AbortSignal.timeout(RPC_TIMEOUT_MS) });
+    if (found === null) return undefined;
+    const bytes = getBase64Encoder().encode(found.transaction[0]);
+    const transaction = getTransactionDecoder().decode(bytes);
+    const message = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
+    const signer = message.staticAccounts[0];
+    const first = signer === undefined ? null : transaction.signatures[signer];
+    const utf8 = getUtf8Decoder();
+    // legacy and v0 messages list their instructions; anchors are v0
+    const instructions = 'instructions' in message ? message.instructions : [];
+    const memos = instructions
+      .filter((ix) => message.staticAccounts[ix.programAddressIndex] === MEMO_PROGRAM_ADDRESS)
+      .map((ix) => utf8.decode(ix.data ?? new Uint8Array()));
+    return {
+      slot: found.slot,
+      signature: first ? getBase58Decoder().decode(first) : '',
+      signer: signer ?? '',
+      err: found.meta?.err ?? null,
+      memos,
+    };
+  }
+}

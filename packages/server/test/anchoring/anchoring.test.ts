@@ -1,0 +1,403 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Event, Trace } from '@flightlog/protocol';
+import { LiteSvmRpc, solanaKeypair } from '@flightlog/test-support';
+import { MEMO_PROGRAM_ADDRESS } from '@solana-program/memo';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { at, llmCallEvent, newId, traceSnapshot } from '../fixtures/batches.js';
+import { silentLogger, startTestWorker } from '../harness/analysis.js';
+import { describeEngines } from '../harness/engines.js';
+import { postBatch, send } from '../harness/http.js';
+import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
+import { sleep, waitFor } from '../harness/wait.js';
+import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
+import type { Anchorer } from '../../src/anchoring/anchorer.js';
+import { anchorerFromConfig } from '../../src/anchoring/anchorer-from-config.js';
+import { SolanaAnchorReader } from '../../src/anchoring/solana-anchor-reader.js';
+import { SolanaMemoSink } from '../../src/anchoring/solana-memo-sink.js';
+import { verifyFile, verifyRun, type RunVerdict } from '../../src/cli/verify-command.js';
+
+/*
+ * Anchoring finished runs on Solana (issue 25, part 3), against a real Solana runtime in this
+ * process (LiteSVM with the Memo program, behind a JSON-RPC endpoint @solana/kit talks to):
+ * runs are gathered into trees, each root goes on chain once in a memo transaction, every run's
+ * proof verifies from its export alone plus the chain, and each kind of tampering fails at the
+ * step it breaks.
+ */
+
+type Run = { trace: Trace; events: Event[] };
+
+describeEngines('anchoring on Solana [%s]', (engine) => {
+  let rpc: LiteSvmRpc;
+  let server: TestServer;
+  let worker: AnalysisWorker;
+  let agent: TestAgent;
+  let ownerToken: string;
+  let anchorer: Anchorer;
+  const anchorKey = solanaKeypair();
+  const signer = anchorKey.address;
+  const SOL = 1_000_000_000n;
+
+  beforeAll(async () => {
+    rpc = await new LiteSvmRpc().start();
+    await rpc.airdrop(signer, 10n * SOL);
+    server = await startTestServer(engine, {
+      anchoring: {
+        keypair: anchorKey.secretKey,
+        cluster: 'devnet',
+        rpcUrl: rpc.url,
+        batchRuns: 40,
+        intervalMs: 100,
+        pollMs: 10,
+        leaseMs: 5_000,
+        backoffMs: 10,
+      },
+    });
+    worker = startTestWorker(server.store);
+    agent = await server.createAgent();
+    ownerToken = await server.userToken('anchor-owner', agent.agentId, 'owner');
+    const made = anchorerFromConfig(server.config.anchoring, server.store, {
+      logger: silentLogger,
+      metrics: server.metrics,
+    });
+    if (!made) throw new Error('anchoring is configured, but no anchorer was made');
+    anchorer = made;
+  });
+  afterAll(async () => {
+    await worker.stop(5_000);
+    await server.close();
+    await rpc.close();
+  });
+
+  /** Posts `count` finished runs of two model calls, ten a batch. */
+  const postFinishedRuns = async (count: number): Promise<string[]> => {
+    const ids: string[] = [];
+    for (let from = 0; from < count; from += 10) {
+      const items = Array.from({ length: Math.min(10, count - from) }, () => {
+        const trace = traceSnapshot({
+          status: 'completed',
+          eventCount: 2,
+          endedAt: at(2_000),
+          durationMs: 2_000,
+        });
+        ids.push(trace.id);
+        return { trace, events: [0, 1].map((sequence) => llmCallEvent(trace.id, sequence)) };
+      });
+      const res = await postBatch(server.url, agent.apiKey, { batchId: newId(), items });
+      expect(res.status, res.text).toBe(202);
+    }
+    return ids;
+  };
+
+  const countWhere = async (ids: string[], condition: string) => {
+    const [row] = await server.store.sql.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM traces WHERE id = ANY($1::text[]) AND ${condition}`,
+      [ids],
+    );
+    return row?.n ?? 0;
+  };
+
+  /** Runs the anchorer's passes until every one of `ids` is anchored. */
+  const anchorAll = async (ids: string[], passes = 400) => {
+    await waitFor(
+      async () =>
+        (await countWhere(ids, 'trace_hash IS NOT NULL')) === ids.length ? true : undefined,
+      'every run fingerprinted',
+      30_000,
+    );
+    for (let i = 0; i < passes; i++) {
+      if ((await countWhere(ids, 'anchor_signature IS NOT NULL')) === ids.length) return;
+      await anchorer.pass();
+      await sleep(5);
+    }
+    throw new Error('the runs were not all anchored');
+  };
+
+  /** The agent's export, as NDJSON lines parsed. */
+  const exportRuns = async (): Promise<Run[]> => {
+    const res = await fetch(`${server.url}/v1/agents/${agent.agentId}/export`, {
+      headers: { authorization: `Bearer ${ownerToken}` },
+    });
+    expect(res.status).toBe(200);
+    return (await res.text())
+      .split('\n')
+      .filter((line) => line.trim() !== '')
+      .map((line) => JSON.parse(line) as Run);
+  };
+
+  const chain = () => ({ reader: new SolanaAnchorReader(rpc.url), signer });
+  const memoLandings = async () =>
+    (await rpc.landed()).filter((t) => t.programs.includes(MEMO_PROGRAM_ADDRESS));
+
+  const verdictOf = (run: Run, options = { chain: chain() }) => verifyRun(run, 1, options);
+
+  let runs: Run[] = [];
+
+  it('anchors 100 runs in three transactions, and every run’s proof verifies on chain', async () => {
+    const before = (await memoLandings()).length;
+    const ids = await postFinishedRuns(100);
+    await anchorAll(ids);
+    const landed = (await memoLandings()).slice(before);
+    // 40 + 40 + 20 (ANCHOR_BATCH_RUNS = 40): one transaction a tree, each tree once
+    expect(landed).toHaveLength(3);
+    const batches = (await server.store.anchors.batches()).filter((b) => b.cluster === 'devnet');
+    expect(batches.map((b) => [b.state, b.size])).toEqual([
+      ['anchored', 20],
+      ['anchored', 40],
+      ['anchored', 40],
+    ]);
+    expect(new Set(batches.map((b) => b.root)).size).toBe(3);
+    expect(batches.map((b) => b.signature).sort()).toEqual(landed.map((t) => t.signature).sort());
+
+    const read = await send(server.url, `/v1/traces/${ids[7]}`, undefined, { token: ownerToken });
+
+    const trace = (read.body as { trace: Trace }).trace;
+    expect(trace.merkleProof).toMatch(
+      /^flightlog-proof\/1 [0-9a-f]{64} \d+ (40( [0-9a-f]{64}){6}|20( [0-9a-f]{64}){5})$/,
+    );
+    expect(batches.map((b) => b.signature)).toContain(trace.anchorSignature);
+    expect(trace.anchorSlot).toMatch(/^\d+$/);
+
+    // the export alone and the chain prove every run
+    runs = await exportRuns();
+    const file = join(mkdtempSync(join(tmpdir(), 'flightlog-anchor-')), 'export.ndjson');
+    writeFileSync(file, runs.map((run) => JSON.stringify(run)).join('\n') + '\n');
+    const verdicts: RunVerdict[] = [];
+    const report = await verifyFile(file, (v) => verdicts.push(v), { chain: chain() });
+    expect(report).toMatchObject({ verified: 100, anchored: 100, failed: 0 });
+    expect(new Set(verdicts.map((v) => (v.kind === 'anchored' ? v.signature : v.kind))).size).toBe(
+      3,
+    );
+    // offline, without the chain, the path is checked as far as the root
+    const offline = await verifyFile(file, () => {}, {});
+    expect(offline).toMatchObject({ verified: 100, anchored: 100, failed: 0 });
+    expect(offline.verdicts.every((v) => v.kind === 'path-verified')).toBe(true);
+  });
+
+  it('fails a tampered run, a wrong proof and a wrong transaction, each at its own step', async () => {
+    expect(runs.length).toBe(100);
+    const [a, b] = runs as [Run, Run];
+    const other = runs.find((r) => r.trace.anchorSignature !== a.trace.anchorSignature) as Run;
+    const copy = (run: Run): Run => structuredClone(run);
+    const failure = async (run: Run, options = { chain: chain() }) => {
+      const verdict = await verdictOf(run, options);
+      if (verdict.kind !== 'failed') throw new Error(`expected a failure, got ${verdict.kind}`);
+      return { step: verdict.step, reason: verdict.reason };
+    };
+    expect((await verdictOf(a)).kind).toBe('anchored');
+
+    // one byte of one event's payload
+    const edited = copy(a);
+    const payload = edited.events[1]?.payload as { model: string };
+    payload.model = payload.model.slice(0, -1) + (payload.model.endsWith('x') ? 'y' : 'x');
+    expect(await failure(edited)).toMatchObject({
+      step: 'traceHash',
+      reason: expect.stringMatching(/does not give its traceHash/),
+    });
+    // one event's time, one millisecond
+    const retimed = copy(a);
+    (retimed.events[0] as Event).durationMs = ((retimed.events[0] as Event).durationMs ?? 0) + 1;
+    expect((await failure(retimed)).step).toBe('traceHash');
+    // two events reordered
+    const reordered = copy(a);
+    reordered.events.reverse();
+    expect(await failure(reordered)).toMatchObject({
+      step: 'traceHash',
+      reason: expect.stringMatching(/reordered/),
+    });
+    // another run's proof, from the same tree or from another
+    for (const donor of [b, other]) {
+      const swapped = copy(a);
+      swapped.trace.merkleProof = donor.trace.merkleProof ?? null;
+      expect(await failure(swapped)).toMatchObject({
+        step: 'proof',
+        reason: expect.stringMatching(/the proof is not this run's/),
+      });
+    }
+    // another tree's transaction
+    const elsewhere = copy(a);
+    elsewhere.trace.anchorSignature = other.trace.anchorSignature ?? null;
+    elsewhere.trace.anchorSlot = other.trace.anchorSlot ?? null;
+    expect(await failure(elsewhere)).toMatchObject({
+      step: 'memo',
+      reason: expect.stringMatching(/the transaction is not this run's/),
+    });
+    // the right transaction, but a slot it is not at
+    const wrongSlot = copy(a);
+    wrongSlot.trace.anchorSlot = String(BigInt(a.trace.anchorSlot ?? '0') + 1n);
+    expect(await failure(wrongSlot)).toMatchObject({
+      step: 'transaction',
+      reason: expect.stringMatching(/is at slot/),
+    });
+    // a transaction that is no anchor: a memo of someone else's
+    const stranger = solanaKeypair();
+    await rpc.airdrop(stranger.address, SOL);
+    const strangerSink = new SolanaMemoSink({
+      cluster: 'devnet',
+      rpcUrl: rpc.url,
+      keypair: stranger.secretKey,
+    });
+    const signed = await strangerSink.sign('gm, this is not an anchor');
+    if (!signed.ok || !(await strangerSink.send(signed.value)).ok) throw new Error('no memo sent');
+    const foreign = signed.value.signature;
+    const noMemo = copy(a);
+    noMemo.trace.anchorSignature = foreign;
+    noMemo.trace.anchorSlot = null;
+    expect(await failure(noMemo)).toMatchObject({
+      step: 'memo',
+      reason: expect.stringMatching(/no flightlog anchor memo/),
+    });
+    // a signature the cluster never saw
+    const unknown = copy(a);
+    unknown.trace.anchorSignature = foreign.slice(0, -2) + (foreign.endsWith('1') ? '22' : '11');
+    expect((await failure(unknown)).step).toBe('transaction');
+    // the right chain, checked against another anchoring key
+    expect(
+      await failure(a, {
+        chain: { reader: new SolanaAnchorReader(rpc.url), signer: stranger.address },
+      }),
+    ).toMatchObject({ step: 'signer' });
+  });
+
+  it('retries with backoff while the RPC fails, without touching ingest, and anchors once', async () => {
+    const before = (await memoLandings()).length;
+    await rpc.failNext('getLatestBlockhash', 3);
+    await rpc.failNext('sendTransaction', 2);
+    const ids = await postFinishedRuns(10);
+    await waitFor(
+      async () => ((await countWhere(ids, 'trace_hash IS NOT NULL')) === 10 ? true : undefined),
+      'fingerprints',
+      30_000,
+    );
+    await sleep(120); // past ANCHOR_INTERVAL_MS: the ten are gathered as one tree
+    await anchorer.pass();
+    // ingest is not held by a failing chain
+    const started = performance.now();
+    const more = await postFinishedRuns(1);
+    expect(performance.now() - started).toBeLessThan(5_000);
+    await anchorAll([...ids, ...more]);
+    const [latest, previous] = await server.store.anchors.batches(2);
+    expect(latest?.state).toBe('anchored');
+    expect(previous?.state).toBe('anchored');
+    // three signing failures and a send refused, each counted (a refused resend of a
+    // transaction under way is not a failure of the batch: it is looked up again)
+    expect((previous?.attempts ?? 0) + (latest?.attempts ?? 0)).toBeGreaterThanOrEqual(4);
+    expect((await memoLandings()).length - before).toBe(2);
+  });
+
+  it('sends again a transaction lost on its way, and signs anew only once it expired', async () => {
+    const ids = await postFinishedRuns(3);
+    const before = (await memoLandings()).length;
+    // lost once: the resend (same signature) lands it
+    await rpc.loseSends(1);
+    await anchorAll(ids);
+    expect((await memoLandings()).length - before).toBe(1);
+    const [lostOnce] = await server.store.anchors.batches(1);
+    expect(lostOnce?.state).toBe('anchored');
+
+    // lost every time until its blockhash expired: signed anew, lands once
+    const later = await postFinishedRuns(3);
+    await waitFor(
+      async () => ((await countWhere(later, 'trace_hash IS NOT NULL')) === 3 ? true : undefined),
+      'fingerprints',
+      30_000,
+    );
+    await rpc.loseSends(1_000);
+    await sleep(120);
+    for (let i = 0; i < 5; i++) await anchorer.pass();
+    const [pending] = await server.store.anchors.batches(1);
+    expect(pending?.state).toBe('signed');
+    const firstSignature = pending?.signature;
+    await rpc.loseSends(0); // the cluster takes what it is sent again…
+    await rpc.advance(200); // …but the first transaction's blockhash is past its last valid height
+    await anchorAll(later);
+    const [resigned] = await server.store.anchors.batches(1);
+    expect(resigned?.state).toBe('anchored');
+    expect(resigned?.signature).not.toBe(firstSignature);
+    expect(resigned?.lastError).toBeNull();
+    expect((await rpc.landed()).some((t) => t.signature === firstSignature)).toBe(false);
+    expect((await memoLandings()).length - before).toBe(2);
+  });
+
+  it('anchors a run again when it changed after it was anchored, keeping the old tree', async () => {
+    const trace = traceSnapshot({
+      status: 'completed',
+      eventCount: 2,
+      endedAt: at(2_000),
+      durationMs: 2_000,
+    });
+    const events = [0, 1].map((sequence) => llmCallEvent(trace.id, sequence));
+    let res = await postBatch(server.url, agent.apiKey, {
+      batchId: newId(),
+      items: [{ trace, events }],
+    });
+    expect(res.status).toBe(202);
+    await anchorAll([trace.id]);
+    const [first] = await server.store.sql.query<{ trace_hash: string; anchor_signature: string }>(
+      'SELECT trace_hash, anchor_signature FROM traces WHERE id = $1',
+      [trace.id],
+    );
+    // a later snapshot with a third event: a new fingerprint, anchored in a tree of its own
+    res = await postBatch(server.url, agent.apiKey, {
+      batchId: newId(),
+      items: [{ trace: { ...trace, eventCount: 3 }, events: [llmCallEvent(trace.id, 2)] }],
+    });
+    expect(res.status).toBe(202);
+    const changed = await waitFor(
+      async () => {
+        const [row] = await server.store.sql.query<{
+          trace_hash: string;
+          anchor_signature: string | null;
+        }>('SELECT trace_hash, anchor_signature FROM traces WHERE id = $1', [trace.id]);
+        return row && row.trace_hash !== first?.trace_hash ? row : undefined;
+      },
+      'the run fingerprinted again',
+      30_000,
+    );
+    // the old proof does not stand for the new data
+    expect(changed.anchor_signature).toBeNull();
+    await anchorAll([trace.id]);
+    const leaves = await server.store.sql.query<{ trace_hash: string }>(
+      'SELECT trace_hash FROM anchor_leaves WHERE trace_id = $1 ORDER BY batch_id',
+      [trace.id],
+    );
+    expect(leaves.map((l) => l.trace_hash)).toEqual([first?.trace_hash, changed.trace_hash]);
+    const run = (await exportRuns()).find((r) => r.trace.id === trace.id) as Run;
+    expect(run.trace.anchorSignature).not.toBe(first?.anchor_signature);
+    expect((await verdictOf(run)).kind).toBe('anchored');
+  });
+
+  it('two instances anchoring one store put each tree on chain once', async () => {
+    const second = anchorerFromConfig(server.config.anchoring, server.store, {
+      logger: silentLogger,
+      metrics: server.metrics,
+    }) as Anchorer;
+    const before = (await memoLandings()).length;
+    const ids = await postFinishedRuns(60);
+    await waitFor(
+      async () => ((await countWhere(ids, 'trace_hash IS NOT NULL')) === 60 ? true : undefined),
+      'fingerprints',
+      30_000,
+    );
+    anchorer.start();
+    second.start();
+    await waitFor(
+      async () =>
+        (await countWhere(ids, 'anchor_signature IS NOT NULL')) === 60 ? true : undefined,
+      'every run anchored by one of two instances',
+      30_000,
+    );
+    await Promise.all([anchorer.stop(), second.stop()]);
+    const landed = (await memoLandings()).slice(before);
+    const leaves = await server.store.sql.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM anchor_leaves WHERE trace_id = ANY($1::text[])`,
+      [ids],
+    );
+    expect(leaves[0]?.n).toBe(60);
+    const batches = await server.store.anchors.batches(landed.length);
+    expect(batches.every((b) => b.state === 'anchored')).toBe(true);
+    expect(new Set(landed.map((t) => t.signature)).size).toBe(landed.length);
+    expect(batches.reduce((n, b) => n + b.size, 0)).toBe(60);
+  });
+});
