@@ -28,8 +28,13 @@ export interface PendingSignIn {
 /** A sign-in that did not complete, with what to tell the user. */
 export class SignInError extends Error {}
 
+/** What `/v1/dashboard/config` says besides how to sign in: the cluster runs are anchored on. */
+export interface DashboardConfig {
+  anchoring?: { cluster: string } | null;
+}
+
 export const loadSignInConfig = (signal?: AbortSignal) =>
-  getJson<DashboardSignIn>('/v1/dashboard/config', signal);
+  getJson<DashboardSignIn & DashboardConfig>('/v1/dashboard/config', signal);
 
 type OidcConfig = Extract<DashboardSignIn, { signIn: 'oidc' }>;
 

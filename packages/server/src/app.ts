@@ -322,6 +322,8 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     await app.register(dashboardRoutes, {
       assetsDir: dashboardAssets,
       signIn: dashboardSignIn(config.auth),
+      anchorCluster:
+        config.anchoring.keypair !== undefined ? (config.anchoring.cluster ?? null) : null,
     });
   else app.log.warn('the dashboard is not built (npm run build): / answers 404');
 

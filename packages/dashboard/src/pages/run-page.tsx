@@ -7,6 +7,7 @@ import { JsonView } from '../components/json-view.js';
 import { LiveIndicator, type LiveState } from '../components/live-indicator.js';
 import { LockedPayload } from '../components/locked-payload.js';
 import { Link } from '../components/link.js';
+import { ProofState } from '../components/proof-state.js';
 import { ShareControl } from '../components/share-control.js';
 import { MarkdownView, safeHref } from '../components/markdown-view.js';
 import { StatusBadge } from '../components/status-badge.js';
@@ -257,6 +258,8 @@ export function RunPage(props: { source: RunSource }) {
       </section>
 
       {selectedEvent && <EventDetail event={selectedEvent} />}
+
+      <ProofState trace={trace} events={events} />
 
       <section class="autopsy">
         <h2>

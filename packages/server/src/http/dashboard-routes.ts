@@ -51,6 +51,8 @@ export function dashboardAssetsDir(): string | undefined {
 export interface DashboardRoutesOptions {
   assetsDir: string;
   signIn: DashboardSignIn;
+  /** The cluster finished runs are anchored on, for the proof's explorer link; null when off. */
+  anchorCluster: string | null;
 }
 
 /**
@@ -96,13 +98,17 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardRoutesOptions> = async
     {
       schema: {
         summary:
-          "How the dashboard signs in: a pasted token, or this server's OpenID Connect provider",
+          "How the dashboard signs in (a pasted token, or this server's OpenID Connect provider), " +
+          'and the cluster runs are anchored on (`anchoring`, null when off)',
         tags: ['dashboard'],
       },
     },
     async (_request, reply) => {
       reply.header('cache-control', 'no-cache');
-      return options.signIn;
+      return {
+        ...options.signIn,
+        anchoring: options.anchorCluster ? { cluster: options.anchorCluster } : null,
+      };
     },
   );
 };

@@ -71,9 +71,11 @@ describe('how the dashboard signs in, as the server tells it', () => {
       issuer: provider.issuer,
       clientId: provider.clientId,
       scope: 'openid',
+      // no anchoring on this server (the cluster, when on: see dashboard-proof.test.ts)
+      anchoring: null,
     });
     const withoutProvider = await fetch(`${plain.url}/v1/dashboard/config`);
-    expect(await withoutProvider.json()).toEqual({ signIn: 'token' });
+    expect(await withoutProvider.json()).toEqual({ signIn: 'token', anchoring: null });
     // a credential is not needed, and one that is not valid changes nothing
     const withJunk = await fetch(`${plain.url}/v1/dashboard/config`, {
       headers: { authorization: 'Bearer not-a-token' },

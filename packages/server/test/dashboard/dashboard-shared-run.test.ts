@@ -95,8 +95,10 @@ describeWithBrowser('a shared run in the browser', () => {
 
     const api = requests.filter((url) => new URL(url).pathname.startsWith('/v1/'));
     expect(api.length).toBeGreaterThan(0);
+    // the run through its token, and the dashboard's public configuration (how to sign in, the
+    // cluster runs are anchored on: the proof's explorer link), which takes no credential
     for (const url of api)
-      expect(new URL(url).pathname).toMatch(/^\/v1\/shared\/(trace|analysis)$/);
+      expect(new URL(url).pathname).toMatch(/^\/v1\/(shared\/(trace|analysis)|dashboard\/config)$/);
     // the token travels as the credential only: no API address carries it
     for (const url of api) expect(url).not.toContain(shareToken);
     const robots = `document.querySelector('meta[name="robots"]')?.getAttribute('content')`;

@@ -1,0 +1,123 @@
+import type { Event, Trace } from '@flightlog/protocol';
+import { useEffect, useState } from 'preact/hooks';
+import { loadSignInConfig } from '../oidc-sign-in.js';
+import { safeHref } from './markdown-view.js';
+
+/*
+ * A run's proof: whether its fingerprint (traceHash) is on chain yet, where, and the run with its
+ * proof to download — the file `flightlog verify` checks anywhere, against the chain.
+ */
+
+/** The cluster runs are anchored on, asked once per page load: null when anchoring is off. */
+let anchoring: Promise<{ cluster: string } | null> | undefined;
+const anchoringCluster = () => {
+  anchoring ??= loadSignInConfig().then(
+    (config) => config.anchoring ?? null,
+    () => null,
+  );
+  return anchoring;
+};
+
+const FINISHED = ['completed', 'errored'];
+
+/** The run and its events as the read API gives them, events by sequence then id: verify's input. */
+function downloadRun(trace: Trace, events: Event[]): void {
+  const ordered = [...events].sort((a, b) =>
+    a.sequence !== b.sequence ? a.sequence - b.sequence : a.id < b.id ? -1 : a.id > b.id ? 1 : 0,
+  );
+  const blob = new Blob([JSON.stringify({ trace, events: ordered }, null, 2)], {
+    type: 'application/json',
+  });
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = proofFileName(trace.id);
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(url), 1_000);
+}
+
+export const proofFileName = (traceId: string) => `flightlog-run-${traceId}.json`;
+
+/** The explorer's page of a transaction on `cluster`. */
+export const explorerTxUrl = (signature: string, cluster: string) =>
+  safeHref(
+    `https://explorer.solana.com/tx/${encodeURIComponent(signature)}${cluster === 'mainnet' ? '' : `?cluster=${encodeURIComponent(cluster)}`}`,
+  );
+
+export function ProofState(props: { trace: Trace; events: Event[] }) {
+  const { trace, events } = props;
+  const [cluster, setCluster] = useState<string | null | undefined>(undefined);
+  useEffect(() => {
+    let live = true;
+    void anchoringCluster().then((found) => live && setCluster(found?.cluster ?? null));
+    return () => {
+      live = false;
+    };
+  }, []);
+
+  const finished = FINISHED.includes(trace.status);
+  const anchored = Boolean(trace.anchorSignature);
+  let state: string;
+  let detail: string;
+  if (!finished) {
+    state = 'Not finished';
+    detail = 'A run is fingerprinted, then anchored on chain, once it has finished.';
+  } else if (!trace.traceHash) {
+    state = 'Fingerprint pending';
+    detail = 'The run is fingerprinted with its autopsy, in a moment.';
+  } else if (anchored) {
+    state = 'Anchored';
+    detail = `Its fingerprint is in a tree whose root went on chain at slot ${trace.anchorSlot ?? '?'}.`;
+  } else if (cluster === null) {
+    state = 'Fingerprinted';
+    detail = 'Not anchored: anchoring is off on this server.';
+  } else {
+    state = 'Pending';
+    detail = `Fingerprinted; waiting for the next tree to go on chain${cluster ? ` (${cluster})` : ''}.`;
+  }
+  const explorer =
+    anchored && trace.anchorSignature && cluster
+      ? explorerTxUrl(trace.anchorSignature, cluster)
+      : undefined;
+  const verifyCommand = `flightlog verify ${proofFileName(trace.id)}${anchored && cluster ? ` --cluster ${cluster}` : ''}`;
+  return (
+    <section class="proof" aria-label="Proof">
+      <h2>
+        Proof <span class={`proof-state proof-${state.split(' ')[0]?.toLowerCase()}`}>{state}</span>
+      </h2>
+      <p class="muted">{detail}</p>
+      {trace.traceHash && (
+        <dl class="proof-facts">
+          <dt>traceHash</dt>
+          <dd>
+            <code>{trace.traceHash}</code>
+          </dd>
+          {anchored && (
+            <>
+              <dt>Transaction</dt>
+              <dd>
+                {explorer ? (
+                  <a href={explorer} target="_blank" rel="noopener noreferrer">
+                    <code>{trace.anchorSignature}</code>
+                  </a>
+                ) : (
+                  <code>{trace.anchorSignature}</code>
+                )}
+              </dd>
+            </>
+          )}
+        </dl>
+      )}
+      {trace.traceHash && (
+        <p class="proof-actions">
+          <button type="button" class="button" onClick={() => downloadRun(trace, events)}>
+            {anchored ? 'Download run and proof' : 'Download run'}
+          </button>{' '}
+          <span class="muted small">
+            check it anywhere: <code>{verifyCommand}</code>
+          </span>
+        </p>
+      )}
+    </section>
+  );
+}
