@@ -694,10 +694,38 @@ function scaleOutRows(json) {
 }
 
 /**
+ * What the summary reads of anchoring-latest.json.
+ * @typedef {object} AnchoringResult
+ * @property {{ engine: string, ratio: number, offBatchesPerSecond: number,
+ *   onBatchesPerSecond: number, runsAnchoredDuringLoad: number }[]} [results]
+ */
+
+/** @param {AnchoringResult} json */
+function anchoringRows(json) {
+  const benchmark = 'anchoring';
+  const results = json.results ?? [];
+  if (results.length === 0)
+    return [row({ benchmark, figure: 'anchoring on vs off: not measured' })];
+  return results.map((r) =>
+    row({
+      benchmark,
+      figure: `${r.engine}: ingest with anchoring on vs off, batches/s (${r.runsAnchoredDuringLoad} runs anchored meanwhile)`,
+      value: r.onBatchesPerSecond,
+      unit: '/s',
+      baseline: r.offBatchesPerSecond,
+      baselineLabel: 'anchoring off, same run',
+      target: 'ratio >= 0.95',
+      meets: (v) => v / r.offBatchesPerSecond >= 0.95,
+    }),
+  );
+}
+
+/**
  * The result files the summary reads, by benchmark: bench/results/<name>-latest.json.
  * @typedef {{ ingest: IngestResult, live: LiveResult, client: ClientResult,
  *   analysis: AnalysisResult, instrumentations: InstrumentationsResult,
- *   dashboard: DashboardResult, otlp: OtlpResult, 'scale-out': ScaleOutResult }} ResultFiles
+ *   dashboard: DashboardResult, otlp: OtlpResult, 'scale-out': ScaleOutResult,
+ *   anchoring: AnchoringResult }} ResultFiles
  * @typedef {keyof ResultFiles} BenchmarkName
  * @typedef {ResultFiles[BenchmarkName]} ResultFile
  * @typedef {Partial<ResultFiles>} Results the files of the benchmarks that produced one
@@ -713,6 +741,7 @@ export const SUMMARISE = {
   dashboard: dashboardRows,
   otlp: otlpRows,
   'scale-out': scaleOutRows,
+  anchoring: anchoringRows,
 };
 
 // ---------------------------------------------------------------------------------------------

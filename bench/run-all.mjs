@@ -1,5 +1,5 @@
 // The benchmark suite (`npm run bench`): runs ingest.mjs, live.mjs, client.mjs, analysis.mjs,
-// instrumentations.mjs, dashboard.mjs, otlp.mjs and scale-out.mjs
+// instrumentations.mjs, dashboard.mjs, otlp.mjs, scale-out.mjs and anchoring.mjs
 // one after the other as child processes, each with bounded durations, each with its baselines
 // in the same run (see each file), then prints one summary table (figure, value, baseline, ratio,
 // target, met) and writes the figures to bench/results/latest.json (and as a Markdown table to
@@ -97,6 +97,12 @@ const BENCHMARKS = [
     name: 'scale-out',
     defaults: { BENCH_SECONDS: '6', BENCH_ROUNDS: '3', BENCH_WARMUP_SECONDS: '2' },
     quick: { BENCH_SECONDS: '1', BENCH_ROUNDS: '1', BENCH_WARMUP_SECONDS: '0' },
+  },
+  {
+    // ~4 min: 2 engines x 2 sides x (1 + 5 rounds) x (3 + 5 s and a start-up)
+    name: 'anchoring',
+    defaults: { BENCH_SECONDS: '5', BENCH_ROUNDS: '5' },
+    quick: { BENCH_SECONDS: '1', BENCH_ROUNDS: '1' },
   },
 ];
 

@@ -5,7 +5,7 @@ import type { Event, Trace } from '@flightlog/protocol';
 import { LiteSvmRpc, solanaKeypair } from '@flightlog/test-support';
 import { MEMO_PROGRAM_ADDRESS } from '@solana-program/memo';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { at, llmCallEvent, newId, traceSnapshot } from '../fixtures/batches.js';
+import { finishedRun, llmCallEvent, newId } from '../fixtures/batches.js';
 import { silentLogger, startTestWorker } from '../harness/analysis.js';
 import { describeEngines } from '../harness/engines.js';
 import { postBatch, send } from '../harness/http.js';
@@ -75,14 +75,9 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
     const ids: string[] = [];
     for (let from = 0; from < count; from += 10) {
       const items = Array.from({ length: Math.min(10, count - from) }, () => {
-        const trace = traceSnapshot({
-          status: 'completed',
-          eventCount: 2,
-          endedAt: at(2_000),
-          durationMs: 2_000,
-        });
-        ids.push(trace.id);
-        return { trace, events: [0, 1].map((sequence) => llmCallEvent(trace.id, sequence)) };
+        const run = finishedRun();
+        ids.push(run.trace.id);
+        return run;
       });
       const res = await postBatch(server.url, agent.apiKey, { batchId: newId(), items });
       expect(res.status, res.text).toBe(202);
@@ -321,13 +316,7 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
   });
 
   it('anchors a run again when it changed after it was anchored, keeping the old tree', async () => {
-    const trace = traceSnapshot({
-      status: 'completed',
-      eventCount: 2,
-      endedAt: at(2_000),
-      durationMs: 2_000,
-    });
-    const events = [0, 1].map((sequence) => llmCallEvent(trace.id, sequence));
+    const { trace, events } = finishedRun();
     let res = await postBatch(server.url, agent.apiKey, {
       batchId: newId(),
       items: [{ trace, events }],

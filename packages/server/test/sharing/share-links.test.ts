@@ -1,6 +1,6 @@
 import type { Event, Trace, TraceAnalysis } from '@flightlog/protocol';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { at, llmCallEvent, newId, traceSnapshot } from '../fixtures/batches.js';
+import { finishedRun, newId } from '../fixtures/batches.js';
 import { startTestWorker } from '../harness/analysis.js';
 import { describeEngines, describeWithPostgres } from '../harness/engines.js';
 import { isProblem, postBatch, send } from '../harness/http.js';
@@ -28,13 +28,7 @@ const post = async (server: TestServer, agent: TestAgent, trace: Trace, events: 
 
 /** A finished run of two model calls, stored. */
 const storedRun = async (server: TestServer, agent: TestAgent) => {
-  const trace = traceSnapshot({
-    status: 'completed',
-    eventCount: 2,
-    endedAt: at(2_000),
-    durationMs: 2_000,
-  });
-  const events = [0, 1].map((sequence) => llmCallEvent(trace.id, sequence));
+  const { trace, events } = finishedRun();
   await post(server, agent, trace, events);
   return { trace, events };
 };
