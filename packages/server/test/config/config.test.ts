@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { changeConfig, ConfigError, loadConfig } from '../../src/config.js';
 
@@ -131,6 +134,50 @@ describe('loadConfig', () => {
     }
   });
 
+  it('turns anchoring on with a keypair (a file or the array itself) and an explicit cluster', () => {
+    expect(loadConfig({}).anchoring).toMatchObject({ keypair: undefined, cluster: undefined });
+    const bytes = Array.from({ length: 64 }, (_, i) => i);
+    const file = join(mkdtempSync(join(tmpdir(), 'flightlog-config-')), 'anchor.json');
+    writeFileSync(file, JSON.stringify(bytes));
+    for (const setting of [file, JSON.stringify(bytes)]) {
+      const config = loadConfig({
+        ANCHOR_KEYPAIR: setting,
+        ANCHOR_CLUSTER: 'mainnet',
+        ANCHOR_INTERVAL_MS: '5000',
+        ANCHOR_BATCH_RUNS: '50',
+      });
+      expect(config.anchoring).toMatchObject({
+        cluster: 'mainnet',
+        rpcUrl: undefined,
+        intervalMs: 5_000,
+        batchRuns: 50,
+        pollMs: 1_000,
+        leaseMs: 60_000,
+        backoffMs: 1_000,
+      });
+      expect([...(config.anchoring.keypair ?? [])]).toEqual(bytes);
+    }
+    // anchoring on mainnet spends real SOL: no cluster is assumed
+    expect(() => loadConfig({ ANCHOR_KEYPAIR: file })).toThrow(
+      'ANCHOR_CLUSTER is required with ANCHOR_KEYPAIR: one of devnet, mainnet',
+    );
+  });
+
+  it('refuses a wrong ANCHOR_KEYPAIR without echoing it', () => {
+    const secret = JSON.stringify(Array.from({ length: 63 }, () => 7));
+    expect(() => loadConfig({ ANCHOR_KEYPAIR: secret, ANCHOR_CLUSTER: 'devnet' })).toThrow(
+      "ANCHOR_KEYPAIR: it is not a JSON array of 64 bytes (solana-keygen's format)",
+    );
+    try {
+      loadConfig({ ANCHOR_KEYPAIR: secret, ANCHOR_CLUSTER: 'devnet' });
+    } catch (error) {
+      expect((error as Error).message).not.toContain('7,7');
+    }
+    expect(() =>
+      loadConfig({ ANCHOR_KEYPAIR: '/no/such/keypair.json', ANCHOR_CLUSTER: 'devnet' }),
+    ).toThrow('ANCHOR_KEYPAIR: its file cannot be read (ENOENT)');
+  });
+
   it('reads every variable', () => {
     const config = loadConfig({
       PORT: '9000',
@@ -246,6 +293,14 @@ describe('loadConfig', () => {
     [{ SERVICE_MASTER_KEY: '' }, 'SERVICE_MASTER_KEY'],
     [{ SERVICE_MASTER_KEY: 'not base64 at all!' }, 'SERVICE_MASTER_KEY'],
     [{ SERVICE_MASTER_KEY: Buffer.alloc(16).toString('base64') }, 'SERVICE_MASTER_KEY'],
+    [{ ANCHOR_CLUSTER: 'devnet' }, 'ANCHOR_KEYPAIR (which turns anchoring on) is not'],
+    [{ ANCHOR_RPC_URL: 'https://rpc.example' }, 'ANCHOR_RPC_URL is set'],
+    [{ ANCHOR_KEYPAIR: '[1,2]', ANCHOR_CLUSTER: 'testnet' }, 'ANCHOR_KEYPAIR'],
+    [
+      { ANCHOR_KEYPAIR: JSON.stringify(Array(64).fill(1)), ANCHOR_CLUSTER: 'testnet' },
+      'ANCHOR_CLUSTER must be one of devnet, mainnet',
+    ],
+    [{ ANCHOR_BATCH_RUNS: '0' }, 'ANCHOR_BATCH_RUNS'],
   ])('refuses %j naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(name);
