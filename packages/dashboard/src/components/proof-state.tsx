@@ -25,7 +25,9 @@ function downloadRun(trace: Trace, events: Event[]): void {
   const ordered = [...events].sort((a, b) =>
     a.sequence !== b.sequence ? a.sequence - b.sequence : a.id < b.id ? -1 : a.id > b.id ? 1 : 0,
   );
-  const blob = new Blob([JSON.stringify({ trace, events: ordered }, null, 2)], {
+  // the file is made to be handed on: it carries no share link (not part of the fingerprint)
+  const run = { trace: { ...trace, shareToken: null }, events: ordered };
+  const blob = new Blob([JSON.stringify(run, null, 2)], {
     type: 'application/json',
   });
   const url = URL.createObjectURL(blob);

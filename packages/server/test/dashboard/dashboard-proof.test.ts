@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LiteSvmRpc, solanaKeypair } from '@flightlog/test-support';
@@ -13,7 +13,7 @@ import {
   type DashboardBrowser,
 } from '../harness/browser.js';
 import { runCli } from '../harness/cli-process.js';
-import { postBatch } from '../harness/http.js';
+import { postBatch, send } from '../harness/http.js';
 import { startTestServer, type TestAgent, type TestServer } from '../harness/test-server.js';
 import { sleep, waitFor } from '../harness/wait.js';
 import type { AnalysisWorker } from '../../src/analysis/analysis-worker.js';
@@ -118,6 +118,11 @@ describeWithBrowser('a run’s proof in the browser', () => {
     await proof.scrollIntoViewIfNeeded();
     await page.screenshot({ path: join(SCREENSHOTS, 'run-proof-anchored.png'), fullPage: true });
 
+    // shared meanwhile: the file handed on for checking must not carry the link
+    const shared = await send(server.url, `/v1/traces/${run.trace.id}/share`, {}, { token: owner });
+    expect(shared.status).toBe(201);
+    await page.reload();
+    await proof.getByText('Anchored', { exact: true }).waitFor();
     const [download] = await Promise.all([
       page.waitForEvent('download'),
       proof.getByRole('button', { name: 'Download run and proof' }).click(),
@@ -128,6 +133,9 @@ describeWithBrowser('a run’s proof in the browser', () => {
       download.suggestedFilename(),
     );
     await download.saveAs(file);
+    const saved = readFileSync(file, 'utf8');
+    expect(saved).not.toContain((shared.body as { shareToken: string }).shareToken);
+    expect((JSON.parse(saved) as { trace: { shareToken: unknown } }).trace.shareToken).toBeNull();
     // what the page tells the person to run, against the cluster the run is anchored on
     const verified = await runCli(
       ['verify', file, '--rpc', rpc.url, '--signer', anchorKey.address],
