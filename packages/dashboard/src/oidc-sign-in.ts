@@ -30,7 +30,7 @@ export class SignInError extends Error {}
 
 /** What `/v1/dashboard/config` says besides how to sign in: the cluster runs are anchored on. */
 export interface DashboardConfig {
-  anchoring?: { cluster: string } | null;
+  anchoring?: { cluster: string; address: string } | null;
 }
 
 export const loadSignInConfig = (signal?: AbortSignal) =>

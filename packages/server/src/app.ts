@@ -12,6 +12,7 @@ import { otlpRoutes } from './http/otlp-routes.js';
 import { registerGracefulClose } from './http/graceful-close.js';
 import { BodyParsePool } from './http/body-parse-pool.js';
 import { dashboardAssetsDir, dashboardRoutes } from './http/dashboard-routes.js';
+import { anchorAddressOf } from './anchoring/anchor-keypair.js';
 import { shareRoutes, sharedRoutes } from './http/share-routes.js';
 import { ShareLinks } from './sharing/share-links.js';
 import { ShareTokenSeal } from './sharing/share-token.js';
@@ -322,8 +323,13 @@ export async function buildApp(deps: AppDependencies): Promise<FlightlogApp> {
     await app.register(dashboardRoutes, {
       assetsDir: dashboardAssets,
       signIn: dashboardSignIn(config.auth),
-      anchorCluster:
-        config.anchoring.keypair !== undefined ? (config.anchoring.cluster ?? null) : null,
+      anchoring:
+        config.anchoring.keypair !== undefined && config.anchoring.cluster !== undefined
+          ? {
+              cluster: config.anchoring.cluster,
+              address: anchorAddressOf(config.anchoring.keypair),
+            }
+          : null,
     });
   else app.log.warn('the dashboard is not built (npm run build): / answers 404');
 

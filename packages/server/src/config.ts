@@ -464,7 +464,7 @@ function anchoringSettings(env: Env): AnchoringConfig {
     cluster,
     rpcUrl,
     intervalMs: integer(env, 'ANCHOR_INTERVAL_MS', 60_000, 100, 86_400_000),
-    batchRuns: integer(env, 'ANCHOR_BATCH_RUNS', 1_000, 1, 100_000),
+    batchRuns: integer(env, 'ANCHOR_BATCH_RUNS', 1_000, 1, 10_000),
     pollMs: integer(env, 'ANCHOR_POLL_MS', 1_000, 10, 60_000),
     leaseMs: integer(env, 'ANCHOR_LEASE_MS', 60_000, 100, 3_600_000),
     backoffMs: integer(env, 'ANCHOR_BACKOFF_MS', 1_000, 10, 300_000),

@@ -95,6 +95,11 @@ export class LiteSvmRpc {
     return this.control('test_holdAfterLanding', [on]);
   }
 
+  /** Forgets every transaction status, as a node that keeps no transaction history does. */
+  loseHistory(): Promise<void> {
+    return this.control('test_loseHistory');
+  }
+
   /** Moves the chain `slots` on, and expires the current blockhash. */
   advance(slots: number): Promise<void> {
     return this.control('test_advance', [slots]);

@@ -45,6 +45,8 @@ const statuses = new Map();
 const failures = new Map();
 let lostSends = 0;
 let holdAfterLanding = false;
+/** The oldest slot this node still answers about (a node keeping no history moves it on). */
+let minimumLedgerSlot = 0;
 
 /**
  * @param {unknown} err
@@ -92,6 +94,8 @@ function answer(request) {
     case 'getBlockHeight':
     case 'getSlot':
       return reply(slot);
+    case 'minimumLedgerSlot':
+      return reply(minimumLedgerSlot);
     case 'getBalance': {
       const balance = svm.getBalance(address(String(params[0])));
       return reply({ context, value: Number(balance ?? 0n) });
@@ -147,7 +151,8 @@ function answer(request) {
         return reply(signature);
       }
       // sent again once it landed: a validator answers the signature and lands nothing
-      if (statuses.has(signature)) return reply(signature);
+      if (statuses.has(signature) || landed.some((t) => t.signature === signature))
+        return reply(signature);
       const outcome = svm.sendTransaction(transaction);
       if (outcome instanceof FailedTransactionMetadata) {
         const err = describeError(outcome.err());
@@ -188,6 +193,11 @@ function answer(request) {
     case 'test_advance':
       svm.warpToSlot(svm.getClock().slot + BigInt(Number(params[0])));
       svm.expireBlockhash();
+      return reply(null);
+    // forgets every status, as a node without transaction history does after a while
+    case 'test_loseHistory':
+      statuses.clear();
+      minimumLedgerSlot = slot + 1;
       return reply(null);
     case 'test_landed':
       return reply(landed);

@@ -8,9 +8,11 @@ import { safeHref } from './markdown-view.js';
  * proof to download — the file `flightlog verify` checks anywhere, against the chain.
  */
 
-/** The cluster runs are anchored on, asked once per page load: null when anchoring is off. */
-let anchoring: Promise<{ cluster: string } | null> | undefined;
-const anchoringCluster = () => {
+/**
+ * Where and by whom runs are anchored, asked once per page load: null when anchoring is off.
+ */
+let anchoring: Promise<{ cluster: string; address: string } | null> | undefined;
+const anchoringOf = () => {
   anchoring ??= loadSignInConfig().then(
     (config) => config.anchoring ?? null,
     () => null,
@@ -46,12 +48,17 @@ export const explorerTxUrl = (signature: string, cluster: string) =>
     `https://explorer.solana.com/tx/${encodeURIComponent(signature)}${cluster === 'mainnet' ? '' : `?cluster=${encodeURIComponent(cluster)}`}`,
   );
 
-export function ProofState(props: { trace: Trace; events: Event[] }) {
-  const { trace, events } = props;
+export function ProofState(props: { trace: Trace; events: Event[]; complete: boolean }) {
+  const { trace, events, complete } = props;
   const [cluster, setCluster] = useState<string | null | undefined>(undefined);
+  const [signer, setSigner] = useState<string | null>(null);
   useEffect(() => {
     let live = true;
-    void anchoringCluster().then((found) => live && setCluster(found?.cluster ?? null));
+    void anchoringOf().then((found) => {
+      if (!live) return;
+      setCluster(found?.cluster ?? null);
+      setSigner(found?.address ?? null);
+    });
     return () => {
       live = false;
     };
@@ -81,7 +88,9 @@ export function ProofState(props: { trace: Trace; events: Event[] }) {
     anchored && trace.anchorSignature && cluster
       ? explorerTxUrl(trace.anchorSignature, cluster)
       : undefined;
-  const verifyCommand = `flightlog verify ${proofFileName(trace.id)}${anchored && cluster ? ` --cluster ${cluster}` : ''}`;
+  const verifyCommand =
+    `flightlog verify ${proofFileName(trace.id)}` +
+    (anchored && cluster ? ` --cluster ${cluster}${signer ? ` --signer ${signer}` : ''}` : '');
   return (
     <section class="proof" aria-label="Proof">
       <h2>
@@ -106,13 +115,28 @@ export function ProofState(props: { trace: Trace; events: Event[] }) {
                   <code>{trace.anchorSignature}</code>
                 )}
               </dd>
+              {signer && (
+                <>
+                  <dt>Signed by</dt>
+                  <dd>
+                    <code>{signer}</code>
+                  </dd>
+                </>
+              )}
             </>
           )}
         </dl>
       )}
       {trace.traceHash && (
         <p class="proof-actions">
-          <button type="button" class="button" onClick={() => downloadRun(trace, events)}>
+          <button
+            type="button"
+            class="button"
+            // a file without every event would not give its traceHash
+            disabled={!complete}
+            title={complete ? undefined : 'Loading the run’s events…'}
+            onClick={() => downloadRun(trace, events)}
+          >
             {anchored ? 'Download run and proof' : 'Download run'}
           </button>{' '}
           <span class="muted small">

@@ -37,6 +37,8 @@ export function RunPage(props: { source: RunSource }) {
   const [selected, setSelected] = useState<string | null>(null);
   const [analysis, setAnalysis] = useState<TraceAnalysis | null>(null);
   const [live, setLive] = useState<LiveState | null>(null);
+  // every page of the run's events is in (what a downloaded proof needs)
+  const [complete, setComplete] = useState(false);
 
   // the run and all its events, page by page
   useEffect(() => {
@@ -45,6 +47,7 @@ export function RunPage(props: { source: RunSource }) {
     setEvents([]);
     setError(null);
     setSelected(null);
+    setComplete(false);
     loadRun(source, abort.signal, (page, pageEvents) => {
       if (abort.signal.aborted) return;
       setTrace(page);
@@ -53,6 +56,7 @@ export function RunPage(props: { source: RunSource }) {
     })
       .then(({ events: all }) => {
         if (abort.signal.aborted) return;
+        setComplete(true);
         // a failed run opens at its first failing step
         const failure = firstFailure(all);
         if (failure) setSelected(failure.id);
@@ -259,7 +263,7 @@ export function RunPage(props: { source: RunSource }) {
 
       {selectedEvent && <EventDetail event={selectedEvent} />}
 
-      <ProofState trace={trace} events={events} />
+      <ProofState trace={trace} events={events} complete={complete} />
 
       <section class="autopsy">
         <h2>

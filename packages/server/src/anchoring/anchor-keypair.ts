@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { getBase58Decoder } from '@solana/kit';
 
 /*
  * `ANCHOR_KEYPAIR`: the anchoring keypair as `solana-keygen new` writes it — a JSON array of 64
@@ -32,4 +33,9 @@ export function readAnchorKeypair(setting: string): Uint8Array | string {
   )
     return `${inline ? 'it' : 'its file'} is not a JSON array of 64 bytes (solana-keygen's format)`;
   return Uint8Array.from(parsed as number[]);
+}
+
+/** The keypair's address (base58 of its public half): who anchors, for anyone to check. */
+export function anchorAddressOf(keypair: Uint8Array): string {
+  return getBase58Decoder().decode(keypair.slice(32, 64));
 }

@@ -21,7 +21,12 @@ export type AnchorLanding =
   /** Not (yet) seen, and it may still land. */
   | { kind: 'pending' }
   /** Not seen, and it can no longer land: its lifetime ended. */
-  | { kind: 'expired' };
+  | { kind: 'expired' }
+  /**
+   * Not seen, its lifetime ended, but the sink cannot tell whether it landed (its RPC keeps no
+   * history that far back): signing anew could anchor the tree twice, so it is not.
+   */
+  | { kind: 'unknown'; reason: string };
 
 export interface AnchorSink {
   /** The cluster the sink anchors on (`devnet`, `mainnet`), as batches are recorded. */

@@ -26,6 +26,8 @@ export type AnchorCheck =
       signature: string;
       slot: string;
       signer: string;
+      /** Whether the signer was checked against the operator's anchoring key. */
+      signerChecked: boolean;
     }
   /** The run carries no proof yet (not finished, or its tree is not on chain yet). */
   | { kind: 'not-anchored' }
@@ -106,6 +108,7 @@ export async function checkRunAnchor(
     signature: anchorSignature,
     slot: found.slot.toString(),
     signer: found.signer,
+    signerChecked: chain.signer !== undefined,
   };
 }
 

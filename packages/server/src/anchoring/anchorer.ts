@@ -17,7 +17,14 @@ import type { AnchorSink } from './anchor-sink.js';
 export interface AnchorerOptions {
   store: Pick<
     AnchorStore,
-    'waitingRuns' | 'gather' | 'claim' | 'markSigned' | 'markAnchored' | 'unsign' | 'release'
+    | 'waitingRuns'
+    | 'gather'
+    | 'claim'
+    | 'markSigned'
+    | 'markAnchored'
+    | 'unsign'
+    | 'release'
+    | 'adoptOtherClusters'
   >;
   sink: AnchorSink;
   logger: WorkerLogger;
@@ -44,6 +51,7 @@ export class Anchorer {
   private wake: (() => void) | undefined;
   private lastGatherAt = Date.now();
   private storeFailures = 0;
+  private adopted = false;
 
   constructor(private readonly options: AnchorerOptions) {}
 
@@ -60,20 +68,40 @@ export class Anchorer {
 
   /** One pass: gathers a tree if one is due, then works the batches that are due. */
   async pass(): Promise<void> {
-    const { store, sink, batchRuns, intervalMs, leaseMs, metrics } = this.options;
-    const waiting = await store.waitingRuns(batchRuns);
-    if (waiting >= batchRuns || (waiting > 0 && Date.now() - this.lastGatherAt >= intervalMs)) {
-      const gathered = await store.gather(sink.cluster, batchRuns);
-      this.lastGatherAt = Date.now();
-      if (gathered) {
-        metrics.anchorBatches.inc({ step: 'gathered' });
-        this.options.logger.debug({ batchId: gathered.id, runs: gathered.size }, 'runs gathered');
-      }
+    const { store, sink, leaseMs, logger } = this.options;
+    if (!this.adopted) {
+      const adopted = await store.adoptOtherClusters(sink.cluster);
+      this.adopted = true;
+      if (adopted.moved + adopted.dropped > 0)
+        logger.warn(
+          { cluster: sink.cluster, ...adopted },
+          'anchoring: trees of another cluster taken over (ANCHOR_CLUSTER changed); those ' +
+            'signed there are dropped and their runs anchored anew here',
+        );
+    }
+    // a gather that fails (the store busy) must not hold back the trees already under way
+    try {
+      await this.gatherIfDue();
+    } catch (error) {
+      logger.warn({ err: error }, 'anchoring: gathering runs failed; tried again next pass');
     }
     for (let i = 0; i < BATCHES_PER_PASS && !this.stopRequested; i++) {
       const batch = await store.claim(sink.cluster, leaseMs);
       if (!batch) break;
       await this.advance(batch);
+    }
+  }
+
+  private async gatherIfDue(): Promise<void> {
+    const { store, sink, batchRuns, intervalMs, metrics } = this.options;
+    const waiting = await store.waitingRuns(batchRuns);
+    if (waiting < batchRuns && (waiting === 0 || Date.now() - this.lastGatherAt < intervalMs))
+      return;
+    const gathered = await store.gather(sink.cluster, batchRuns);
+    this.lastGatherAt = Date.now();
+    if (gathered) {
+      metrics.anchorBatches.inc({ step: 'gathered' });
+      this.options.logger.debug({ batchId: gathered.id, runs: gathered.size }, 'runs gathered');
     }
   }
 
@@ -142,6 +170,9 @@ export class Anchorer {
         logger.warn({ batchId: batch.id, reason }, 'anchoring: signing the tree anew');
         return;
       }
+      case 'unknown':
+        // signing anew could anchor the tree twice: wait, loudly, for an RPC that can tell
+        return this.failed(batch, landing.value.reason);
       case 'pending': {
         // sent again: a send lost before it reached the cluster (a crash, a dropped packet)
         // would otherwise leave the batch waiting for the transaction to expire

@@ -66,7 +66,8 @@ export class SolanaAnchorReader implements AnchorReader {
       slot: found.slot,
       signature: first ? getBase58Decoder().decode(first) : '',
       signer: signer ?? '',
-      err: found.meta?.err ?? null,
+      // an answer without its outcome is not taken for a success
+      err: found.meta ? found.meta.err : 'the RPC gave no outcome (meta) for it',
       memos,
     };
   }

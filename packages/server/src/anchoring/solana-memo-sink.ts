@@ -58,7 +58,7 @@ export class SolanaMemoSink implements AnchorSink {
   async sign(memo: string): Promise<SinkOutcome<SignedAnchor>> {
     return attempt(async () => {
       const signer = await this.keypairSigner();
-      const { value: latest } = await this.rpc
+      const { context, value: latest } = await this.rpc
         .getLatestBlockhash({ commitment: 'finalized' })
         .send({ abortSignal: AbortSignal.timeout(RPC_TIMEOUT_MS) });
       const message = pipe(
@@ -72,6 +72,7 @@ export class SolanaMemoSink implements AnchorSink {
         signature: getSignatureFromTransaction(transaction),
         wire: getBase64EncodedWireTransaction(transaction),
         lastValidBlockHeight: latest.lastValidBlockHeight,
+        signedSlot: context.slot,
       };
     });
   }
@@ -90,24 +91,36 @@ export class SolanaMemoSink implements AnchorSink {
   async landing(anchor: SignedAnchor): Promise<SinkOutcome<AnchorLanding>> {
     return attempt(async (): Promise<AnchorLanding> => {
       const abortSignal = AbortSignal.timeout(RPC_TIMEOUT_MS);
+      // the height first: a status read after it that finds nothing was not there at that height
+      const height = await this.rpc
+        .getBlockHeight({ commitment: 'finalized' })
+        .send({ abortSignal });
       const { value } = await this.rpc
         .getSignatureStatuses([toSignature(anchor.signature)], { searchTransactionHistory: true })
         .send({ abortSignal });
       const status = value[0];
       if (status) {
+        // only a finalized outcome is final: an error seen on a fork may not be the chain's
+        if (status.confirmationStatus !== 'finalized') return { kind: 'pending' };
         if (status.err !== null)
           return {
             kind: 'failed',
             reason: `the transaction failed: ${JSON.stringify(status.err)}`,
           };
-        if (status.confirmationStatus === 'finalized') return { kind: 'landed', slot: status.slot };
-        return { kind: 'pending' };
+        return { kind: 'landed', slot: status.slot };
       }
       // Not seen: it can still land until the chain passes its last valid block height.
-      const height = await this.rpc
-        .getBlockHeight({ commitment: 'finalized' })
-        .send({ abortSignal });
-      return height > anchor.lastValidBlockHeight ? { kind: 'expired' } : { kind: 'pending' };
+      if (height <= anchor.lastValidBlockHeight) return { kind: 'pending' };
+      // Past it, "not seen" means "never landed" only if the RPC's history reaches back to it.
+      const oldest = await this.rpc.minimumLedgerSlot().send({ abortSignal });
+      if (oldest > anchor.signedSlot)
+        return {
+          kind: 'unknown',
+          reason:
+            `the RPC's history starts at slot ${oldest}, after the transaction was signed (slot ` +
+            `${anchor.signedSlot}): point ANCHOR_RPC_URL at an RPC that keeps transaction history`,
+        };
+      return { kind: 'expired' };
     });
   }
 }

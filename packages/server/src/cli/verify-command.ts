@@ -44,6 +44,7 @@ export type RunVerdict =
       signature: string;
       slot: string;
       signer: string;
+      signerChecked: boolean;
     }
   | { kind: 'not-fingerprinted'; traceId: string; status: string }
   | {
@@ -259,7 +260,9 @@ export function verdictLine(verdict: RunVerdict): string {
       return (
         `anchored       ${verdict.traceId} ${verdict.traceHash}, leaf ${verdict.leafIndex} of ` +
         `${verdict.anchored.size} under root ${verdict.anchored.root}, the memo of ` +
-        `${verdict.signature} at slot ${verdict.slot} signed by ${verdict.signer}`
+        `${verdict.signature} at slot ${verdict.slot} signed by ${verdict.signer}` +
+        // anyone can anchor a root: only the operator's key makes it the operator's
+        (verdict.signerChecked ? '' : ' (signer not checked: pass --signer with the anchoring key)')
       );
     case 'not-fingerprinted':
       return `no fingerprint ${verdict.traceId} (status ${verdict.status}: a run gets its traceHash once it finished)`;

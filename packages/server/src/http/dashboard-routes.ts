@@ -51,8 +51,11 @@ export function dashboardAssetsDir(): string | undefined {
 export interface DashboardRoutesOptions {
   assetsDir: string;
   signIn: DashboardSignIn;
-  /** The cluster finished runs are anchored on, for the proof's explorer link; null when off. */
-  anchorCluster: string | null;
+  /**
+   * Where finished runs are anchored and by whom (the anchoring key's address), for the proof's
+   * explorer link and `verify --signer`; null when anchoring is off.
+   */
+  anchoring: { cluster: string; address: string } | null;
 }
 
 /**
@@ -99,7 +102,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardRoutesOptions> = async
       schema: {
         summary:
           "How the dashboard signs in (a pasted token, or this server's OpenID Connect provider), " +
-          'and the cluster runs are anchored on (`anchoring`, null when off)',
+          'and where and by whom runs are anchored (`anchoring`: cluster, address; null when off)',
         tags: ['dashboard'],
       },
     },
@@ -107,7 +110,7 @@ export const dashboardRoutes: FastifyPluginAsync<DashboardRoutesOptions> = async
       reply.header('cache-control', 'no-cache');
       return {
         ...options.signIn,
-        anchoring: options.anchorCluster ? { cluster: options.anchorCluster } : null,
+        anchoring: options.anchoring,
       };
     },
   );

@@ -23,6 +23,8 @@ export interface SignedAnchor {
   wire: string;
   /** The last block height at which it can still land. */
   lastValidBlockHeight: bigint;
+  /** The slot its blockhash was read at. */
+  signedSlot: bigint;
 }
 
 /** A batch taken to be worked on, until `claimedUntil`. */
@@ -62,6 +64,7 @@ interface ClaimedRow {
   signature: string | null;
   wire: string | null;
   last_valid: string | null;
+  signed_slot: string | null;
   attempts: number;
   claimed_until: string;
 }
@@ -145,7 +148,8 @@ export class AnchorStore {
          WHERE a.state <> 'anchored' AND a.cluster = $1 AND a.due_at <= now()
          ORDER BY a.due_at, a.id LIMIT 1 FOR UPDATE SKIP LOCKED)
        RETURNING b.id, b.cluster, b.root, b.size, b.memo, b.state, b.signature, b.wire,
-                 b.last_valid_block_height::text AS last_valid, b.attempts,
+                 b.last_valid_block_height::text AS last_valid,
+                 b.signed_slot::text AS signed_slot, b.attempts,
                  b.due_at::text AS claimed_until`,
       [cluster, leaseMs],
     );
@@ -163,6 +167,7 @@ export class AnchorStore {
               signature: row.signature,
               wire: row.wire,
               lastValidBlockHeight: BigInt(row.last_valid),
+              signedSlot: BigInt(row.signed_slot ?? '0'),
             }
           : undefined,
       attempts: row.attempts,
@@ -174,10 +179,17 @@ export class AnchorStore {
   async markSigned(batch: ClaimedBatch, signed: SignedAnchor): Promise<boolean> {
     const rows = await this.sql.query(
       `UPDATE anchor_batches SET state = 'signed', signature = $3, wire = $4,
-         last_valid_block_height = $5
+         last_valid_block_height = $5, signed_slot = $6
        WHERE id = $1 AND due_at = $2::timestamptz AND state = 'gathered'
        RETURNING id`,
-      [batch.id, batch.claimedUntil, signed.signature, signed.wire, signed.lastValidBlockHeight],
+      [
+        batch.id,
+        batch.claimedUntil,
+        signed.signature,
+        signed.wire,
+        signed.lastValidBlockHeight.toString(),
+        signed.signedSlot.toString(),
+      ],
     );
     return rows.length > 0;
   }
@@ -214,7 +226,7 @@ export class AnchorStore {
   async unsign(batch: ClaimedBatch, reason: string, delayMs: number): Promise<boolean> {
     const rows = await this.sql.query(
       `UPDATE anchor_batches SET state = 'gathered', signature = NULL, wire = NULL,
-         last_valid_block_height = NULL, attempts = attempts + 1, last_error = $3,
+         last_valid_block_height = NULL, signed_slot = NULL, attempts = attempts + 1, last_error = $3,
          due_at = now() + make_interval(secs => $4::float8 / 1000)
        WHERE id = $1 AND due_at = $2::timestamptz AND state = 'signed'
        RETURNING id`,
@@ -235,6 +247,38 @@ export class AnchorStore {
        WHERE id = $1 AND due_at = $2::timestamptz AND state <> 'anchored'`,
       [batch.id, batch.claimedUntil, delayMs, failure?.slice(0, 1000) ?? null],
     );
+  }
+
+  /**
+   * Takes over what another cluster left unfinished when `ANCHOR_CLUSTER` changed: a tree not yet
+   * signed simply moves to `cluster`; a tree signed for the other cluster cannot be followed
+   * from here, so it is dropped and its runs wait to be gathered anew (their fingerprints may
+   * then be on both clusters, never twice on one). How many trees of each kind.
+   */
+  async adoptOtherClusters(cluster: string): Promise<{ moved: number; dropped: number }> {
+    return this.sql.transaction(async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [GATHER_LOCK]);
+      const moved = await tx.query(
+        `UPDATE anchor_batches SET cluster = $1, due_at = now()
+         WHERE cluster <> $1 AND state = 'gathered' RETURNING id`,
+        [cluster],
+      );
+      const dropped = await tx.query<{ id: number }>(
+        `SELECT id FROM anchor_batches WHERE cluster <> $1 AND state = 'signed' FOR UPDATE`,
+        [cluster],
+      );
+      if (dropped.length > 0) {
+        const ids = dropped.map((d) => d.id);
+        await tx.query(
+          `UPDATE traces t SET anchored_hash = NULL FROM anchor_leaves l
+           WHERE l.batch_id = ANY($1::bigint[]) AND t.id = l.trace_id
+             AND t.anchored_hash = l.trace_hash`,
+          [ids],
+        );
+        await tx.query('DELETE FROM anchor_batches WHERE id = ANY($1::bigint[])', [ids]);
+      }
+      return { moved: moved.length, dropped: dropped.length };
+    });
   }
 
   /** Every batch, newest first, up to `limit`. */

@@ -93,19 +93,25 @@ export class FingerprintStore {
        last AS (
          SELECT h.n, h.trace_hash FROM trace_hashes h WHERE h.trace_id = $1 ORDER BY h.n DESC LIMIT 1
        ),
-       -- the run's anchor follows its fingerprint: a fingerprint already in an anchored tree
-       -- brings its proof back, a new one has none until its own tree is anchored
+       -- the run's anchor follows its fingerprint: an unchanged one keeps its proof as it is
+       -- (an anchorer may be recording it right now), one already in an anchored tree brings
+       -- that proof back, a new one has none until its own tree is anchored. The tree's row is
+       -- locked (FOR SHARE): a tree being marked anchored meanwhile is read as it ends up.
        anchored AS (
          SELECT l.proof, b.signature, b.slot, b.state FROM anchor_leaves l
          JOIN anchor_batches b ON b.id = l.batch_id
          WHERE l.trace_id = $1 AND l.trace_hash = $4
+         FOR SHARE OF b
        ),
        stored AS (
          UPDATE traces t SET trace_hash = $4,
            anchored_hash = CASE WHEN EXISTS (SELECT 1 FROM anchored) THEN $4 ELSE t.anchored_hash END,
-           merkle_proof = (SELECT a.proof FROM anchored a WHERE a.state = 'anchored'),
-           anchor_signature = (SELECT a.signature FROM anchored a WHERE a.state = 'anchored'),
-           anchor_slot = (SELECT a.slot FROM anchored a WHERE a.state = 'anchored')
+           merkle_proof = CASE WHEN t.trace_hash = $4 THEN t.merkle_proof
+             ELSE (SELECT a.proof FROM anchored a WHERE a.state = 'anchored') END,
+           anchor_signature = CASE WHEN t.trace_hash = $4 THEN t.anchor_signature
+             ELSE (SELECT a.signature FROM anchored a WHERE a.state = 'anchored') END,
+           anchor_slot = CASE WHEN t.trace_hash = $4 THEN t.anchor_slot
+             ELSE (SELECT a.slot FROM anchored a WHERE a.state = 'anchored') END
          FROM still s WHERE t.id = s.id RETURNING t.id
        ),
        added AS (

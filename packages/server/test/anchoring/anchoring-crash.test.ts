@@ -81,7 +81,9 @@ describeEngines('anchoring through a crash [%s]', (engine) => {
       },
       'the anchoring transaction on chain',
       30_000,
-    );
+    ).catch((error: unknown) => {
+      throw new Error(`${String(error)}\n${server?.output().slice(-3000)}`);
+    });
     server.child.kill('SIGKILL');
     await server.exited;
     await rpc.holdAfterLanding(false);

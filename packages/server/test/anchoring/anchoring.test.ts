@@ -181,6 +181,10 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
       return { step: verdict.step, reason: verdict.reason };
     };
     expect((await verdictOf(a)).kind).toBe('anchored');
+    // without the operator's key, the chain proves a root was anchored, not by whom
+    expect(
+      await verifyRun(a, 1, { chain: { reader: new SolanaAnchorReader(rpc.url) } }),
+    ).toMatchObject({ kind: 'anchored', signerChecked: false });
 
     // one byte of one event's payload
     const edited = copy(a);
@@ -388,5 +392,70 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
     expect(batches.every((b) => b.state === 'anchored')).toBe(true);
     expect(new Set(landed.map((t) => t.signature)).size).toBe(landed.length);
     expect(batches.reduce((n, b) => n + b.size, 0)).toBe(60);
+  });
+  it('takes over trees another cluster left when ANCHOR_CLUSTER changes, anchoring their runs anew', async () => {
+    // (the previous test stopped the first anchorer)
+    anchorer = anchorerFromConfig(server.config.anchoring, server.store, {
+      logger: silentLogger,
+      metrics: server.metrics,
+    }) as Anchorer;
+    const ids = await postFinishedRuns(4);
+    await waitFor(
+      async () => ((await countWhere(ids, 'trace_hash IS NOT NULL')) === 4 ? true : undefined),
+      'fingerprints',
+      30_000,
+    );
+    await rpc.loseSends(1_000);
+    await sleep(120);
+    for (let i = 0; i < 3; i++) await anchorer.pass();
+    const [stranded] = await server.store.anchors.batches(1);
+    expect(stranded).toMatchObject({ state: 'signed', cluster: 'devnet', size: 4 });
+    await rpc.loseSends(0);
+    // another cluster, another blockhash (here one validator plays both)
+    await rpc.advance(1);
+    const mainnet = anchorerFromConfig(
+      { ...server.config.anchoring, cluster: 'mainnet' },
+      server.store,
+      { logger: silentLogger, metrics: server.metrics },
+    ) as Anchorer;
+    for (let i = 0; i < 100 && (await countWhere(ids, 'anchor_signature IS NOT NULL')) < 4; i++) {
+      await mainnet.pass();
+      await sleep(10);
+    }
+    const [taken] = await server.store.anchors.batches(1);
+    expect(taken).toMatchObject({ state: 'anchored', cluster: 'mainnet', size: 4 });
+    expect((await server.store.anchors.batches()).map((b) => b.id)).not.toContain(stranded?.id);
+    expect((await rpc.landed()).some((t) => t.signature === stranded?.signature)).toBe(false);
+  });
+
+  it('never signs a tree anew when its RPC cannot say whether the old transaction landed', async () => {
+    anchorer = anchorerFromConfig(server.config.anchoring, server.store, {
+      logger: silentLogger,
+      metrics: server.metrics,
+    }) as Anchorer;
+    const ids = await postFinishedRuns(3);
+    await waitFor(
+      async () => ((await countWhere(ids, 'trace_hash IS NOT NULL')) === 3 ? true : undefined),
+      'fingerprints',
+      30_000,
+    );
+    const before = (await memoLandings()).length;
+    await rpc.loseSends(1_000);
+    await sleep(120);
+    for (let i = 0; i < 3; i++) await anchorer.pass();
+    const [signed] = await server.store.anchors.batches(1);
+    expect(signed?.state).toBe('signed');
+    // a node that keeps no history, long after the blockhash expired
+    await rpc.loseHistory();
+    await rpc.advance(200);
+    for (let i = 0; i < 5; i++) {
+      await anchorer.pass();
+      await sleep(30);
+    }
+    const [held] = await server.store.anchors.batches(1);
+    expect(held).toMatchObject({ id: signed?.id, state: 'signed', signature: signed?.signature });
+    expect(held?.lastError).toMatch(/history starts at slot \d+, after the transaction was signed/);
+    expect((await memoLandings()).length).toBe(before);
+    await rpc.loseSends(0);
   });
 });

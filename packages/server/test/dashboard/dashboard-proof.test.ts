@@ -88,7 +88,10 @@ describeWithBrowser('a run’s proof in the browser', () => {
 
     // the dashboard learns the cluster from its public configuration
     const config = await (await fetch(`${server.url}/v1/dashboard/config`)).json();
-    expect(config).toEqual({ signIn: 'token', anchoring: { cluster: 'devnet' } });
+    expect(config).toEqual({
+      signIn: 'token',
+      anchoring: { cluster: 'devnet', address: anchorKey.address },
+    });
     const { page, errors } = await browser.newPage();
     await page.goto(`${server.url}/runs/${running.trace.id}#token=${owner}`);
     const proof = page.getByRole('region', { name: 'Proof' });
@@ -115,6 +118,10 @@ describeWithBrowser('a run’s proof in the browser', () => {
       `https://explorer.solana.com/tx/${signature}?cluster=devnet`,
     );
     expect(await explorer.getAttribute('rel')).toContain('noreferrer');
+    await proof.getByText(anchorKey.address, { exact: true }).waitFor();
+    await proof
+      .getByText(`--cluster devnet --signer ${anchorKey.address}`, { exact: false })
+      .waitFor();
     await proof.scrollIntoViewIfNeeded();
     await page.screenshot({ path: join(SCREENSHOTS, 'run-proof-anchored.png'), fullPage: true });
 
@@ -144,6 +151,7 @@ describeWithBrowser('a run’s proof in the browser', () => {
     expect(verified.code, verified.stdout + verified.stderr).toBe(0);
     expect(verified.stdout).toContain(`anchored       ${run.trace.id} ${traceHash}`);
     expect(verified.stdout).toContain(`the memo of ${signature}`);
+    expect(verified.stdout).not.toContain('signer not checked');
     expect(verified.stdout).toContain('1 verified, 0 failed, 0 without a fingerprint');
     expect(errors).toEqual([]);
   });
