@@ -101,6 +101,8 @@ export class FingerprintStore {
          SELECT l.proof, b.signature, b.slot, b.state FROM anchor_leaves l
          JOIN anchor_batches b ON b.id = l.batch_id
          WHERE l.trace_id = $1 AND l.trace_hash = $4
+           -- (an unchanged fingerprint needs nothing of it: no lock taken for it)
+           AND NOT EXISTS (SELECT 1 FROM traces t0 WHERE t0.id = $1 AND t0.trace_hash = $4)
          FOR SHARE OF b
        ),
        stored AS (

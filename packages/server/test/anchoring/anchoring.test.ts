@@ -331,6 +331,29 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
       'SELECT trace_hash, anchor_signature FROM traces WHERE id = $1',
       [trace.id],
     );
+    // the same snapshot again (a client resending its final batch): fingerprinted again, unchanged,
+    // and the proof stays
+    res = await postBatch(server.url, agent.apiKey, {
+      batchId: newId(),
+      items: [{ trace, events }],
+    });
+    expect(res.status).toBe(202);
+    await waitFor(
+      async () => {
+        const due = await server.store.sql.query(
+          'SELECT 1 FROM fingerprint_due WHERE trace_id = $1',
+          [trace.id],
+        );
+        return due.length === 0 ? true : undefined;
+      },
+      'the resent run fingerprinted again',
+      30_000,
+    );
+    const [kept] = await server.store.sql.query<{ anchor_signature: string | null }>(
+      'SELECT anchor_signature FROM traces WHERE id = $1',
+      [trace.id],
+    );
+    expect(kept?.anchor_signature).toBe(first?.anchor_signature);
     // a later snapshot with a third event: a new fingerprint, anchored in a tree of its own
     res = await postBatch(server.url, agent.apiKey, {
       batchId: newId(),
