@@ -8,7 +8,11 @@ import {
   type Trace,
   type TraceHashCheck,
 } from '@flightlog/protocol';
-import { checkRunAnchor, type AnchorStep } from '../anchoring/anchor-verification.js';
+import {
+  checkRunAnchor,
+  type AnchorCheck,
+  type AnchorStep,
+} from '../anchoring/anchor-verification.js';
 import type { AnchorReader } from '../anchoring/solana-anchor-reader.js';
 
 /*
@@ -35,17 +39,7 @@ export type RunVerdict =
       leafIndex: number;
     }
   /** …and that root is the one the transaction at `anchorSignature` anchors. */
-  | {
-      kind: 'anchored';
-      traceId: string;
-      traceHash: string;
-      anchored: AnchoredRoot;
-      leafIndex: number;
-      signature: string;
-      slot: string;
-      signer: string;
-      signerChecked: boolean;
-    }
+  | ({ traceId: string; traceHash: string } & Extract<AnchorCheck, { kind: 'anchored' }>)
   | { kind: 'not-fingerprinted'; traceId: string; status: string }
   | {
       kind: 'failed';

@@ -27,13 +27,17 @@ export interface SignedAnchor {
   signedSlot: bigint;
 }
 
-/** A batch taken to be worked on, until `claimedUntil`. */
-export interface ClaimedBatch {
+/** A tree of runs gathered to be anchored: its root, its size and the memo that anchors it. */
+export interface AnchorTree {
   id: number;
   cluster: string;
   root: string;
   size: number;
   memo: string;
+}
+
+/** A batch taken to be worked on, until `claimedUntil`. */
+export interface ClaimedBatch extends AnchorTree {
   state: 'gathered' | 'signed';
   signed: SignedAnchor | undefined;
   attempts: number;
@@ -41,12 +45,7 @@ export interface ClaimedBatch {
 }
 
 /** A batch as the operator and the tests see it. */
-export interface AnchorBatchRecord {
-  id: number;
-  cluster: string;
-  root: string;
-  size: number;
-  memo: string;
+export interface AnchorBatchRecord extends AnchorTree {
   state: 'gathered' | 'signed' | 'anchored';
   signature: string | null;
   slot: string | null;
@@ -54,12 +53,7 @@ export interface AnchorBatchRecord {
   lastError: string | null;
 }
 
-interface ClaimedRow {
-  id: number;
-  cluster: string;
-  root: string;
-  size: number;
-  memo: string;
+interface ClaimedRow extends AnchorTree {
   state: 'gathered' | 'signed';
   signature: string | null;
   wire: string | null;

@@ -93,14 +93,17 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
     return row?.n ?? 0;
   };
 
-  /** Runs the anchorer's passes until every one of `ids` is anchored. */
-  const anchorAll = async (ids: string[], passes = 400) => {
-    await waitFor(
+  const fingerprinted = (ids: string[]) =>
+    waitFor(
       async () =>
         (await countWhere(ids, 'trace_hash IS NOT NULL')) === ids.length ? true : undefined,
       'every run fingerprinted',
       30_000,
     );
+
+  /** Runs the anchorer's passes until every one of `ids` is anchored. */
+  const anchorAll = async (ids: string[], passes = 400) => {
+    await fingerprinted(ids);
     for (let i = 0; i < passes; i++) {
       if ((await countWhere(ids, 'anchor_signature IS NOT NULL')) === ids.length) return;
       await anchorer.pass();
@@ -264,11 +267,7 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
     await rpc.failNext('getLatestBlockhash', 3);
     await rpc.failNext('sendTransaction', 2);
     const ids = await postFinishedRuns(10);
-    await waitFor(
-      async () => ((await countWhere(ids, 'trace_hash IS NOT NULL')) === 10 ? true : undefined),
-      'fingerprints',
-      30_000,
-    );
+    await fingerprinted(ids);
     await sleep(120); // past ANCHOR_INTERVAL_MS: the ten are gathered as one tree
     await anchorer.pass();
     // ingest is not held by a failing chain
@@ -297,11 +296,7 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
 
     // lost every time until its blockhash expired: signed anew, lands once
     const later = await postFinishedRuns(3);
-    await waitFor(
-      async () => ((await countWhere(later, 'trace_hash IS NOT NULL')) === 3 ? true : undefined),
-      'fingerprints',
-      30_000,
-    );
+    await fingerprinted(later);
     await rpc.loseSends(1_000);
     await sleep(120);
     for (let i = 0; i < 5; i++) await anchorer.pass();
@@ -391,11 +386,7 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
     }) as Anchorer;
     const before = (await memoLandings()).length;
     const ids = await postFinishedRuns(60);
-    await waitFor(
-      async () => ((await countWhere(ids, 'trace_hash IS NOT NULL')) === 60 ? true : undefined),
-      'fingerprints',
-      30_000,
-    );
+    await fingerprinted(ids);
     anchorer.start();
     second.start();
     await waitFor(
@@ -423,11 +414,7 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
       metrics: server.metrics,
     }) as Anchorer;
     const ids = await postFinishedRuns(4);
-    await waitFor(
-      async () => ((await countWhere(ids, 'trace_hash IS NOT NULL')) === 4 ? true : undefined),
-      'fingerprints',
-      30_000,
-    );
+    await fingerprinted(ids);
     await rpc.loseSends(1_000);
     await sleep(120);
     for (let i = 0; i < 3; i++) await anchorer.pass();
@@ -457,11 +444,7 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
       metrics: server.metrics,
     }) as Anchorer;
     const ids = await postFinishedRuns(3);
-    await waitFor(
-      async () => ((await countWhere(ids, 'trace_hash IS NOT NULL')) === 3 ? true : undefined),
-      'fingerprints',
-      30_000,
-    );
+    await fingerprinted(ids);
     const before = (await memoLandings()).length;
     await rpc.loseSends(1_000);
     await sleep(120);
