@@ -27,6 +27,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { getBase58Decoder } from '@solana/kit';
 import pg from 'pg';
 import { monotonicFactory } from 'ulidx';
 import { post } from './load.mjs';
@@ -72,23 +73,7 @@ function anchoringKeypair() {
   const { privateKey, publicKey } = generateKeyPairSync('ed25519');
   const secret = Buffer.from(privateKey.export({ format: 'jwk' }).d ?? '', 'base64url');
   const pub = Buffer.from(publicKey.export({ format: 'jwk' }).x ?? '', 'base64url');
-  return { bytes: [...secret, ...pub], address: base58(pub) };
-}
-
-/** @param {Uint8Array} bytes */
-function base58(bytes) {
-  const alphabet = '123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz';
-  let n = BigInt(`0x${Buffer.from(bytes).toString('hex') || '0'}`);
-  let text = '';
-  while (n > 0n) {
-    text = alphabet[Number(n % 58n)] + text;
-    n /= 58n;
-  }
-  for (const byte of bytes) {
-    if (byte !== 0) break;
-    text = `1${text}`;
-  }
-  return text;
+  return { bytes: [...secret, ...pub], address: getBase58Decoder().decode(pub) };
 }
 
 /** @param {string} url @param {string} method @param {unknown[]} params */

@@ -13,10 +13,9 @@ import { safeHref } from './markdown-view.js';
  */
 let anchoring: Promise<{ cluster: string; address: string } | null> | undefined;
 const anchoringOf = () => {
-  anchoring ??= loadSignInConfig().then(
-    (config) => config.anchoring ?? null,
-    () => null,
-  );
+  anchoring ??= loadSignInConfig().then((config) => config.anchoring ?? null);
+  // unknown is not "off": a failed read is asked again by the next page
+  anchoring.catch(() => (anchoring = undefined));
   return anchoring;
 };
 
@@ -54,11 +53,14 @@ export function ProofState(props: { trace: Trace; events: Event[]; complete: boo
   const [signer, setSigner] = useState<string | null>(null);
   useEffect(() => {
     let live = true;
-    void anchoringOf().then((found) => {
-      if (!live) return;
-      setCluster(found?.cluster ?? null);
-      setSigner(found?.address ?? null);
-    });
+    anchoringOf().then(
+      (found) => {
+        if (!live) return;
+        setCluster(found?.cluster ?? null);
+        setSigner(found?.address ?? null);
+      },
+      () => {}, // stays unknown: the state says pending, not off
+    );
     return () => {
       live = false;
     };
@@ -77,12 +79,16 @@ export function ProofState(props: { trace: Trace; events: Event[]; complete: boo
   } else if (anchored) {
     state = 'Anchored';
     detail = `Its fingerprint is in a tree whose root went on chain at slot ${trace.anchorSlot ?? '?'}.`;
+  } else if (cluster === undefined) {
+    // where the server anchors is not known (yet): say only what the run shows
+    state = 'Fingerprinted';
+    detail = 'Not anchored yet.';
   } else if (cluster === null) {
     state = 'Fingerprinted';
     detail = 'Not anchored: anchoring is off on this server.';
   } else {
     state = 'Pending';
-    detail = `Fingerprinted; waiting for the next tree to go on chain${cluster ? ` (${cluster})` : ''}.`;
+    detail = `Fingerprinted; waiting for the next tree to go on chain (${cluster}).`;
   }
   const explorer =
     anchored && trace.anchorSignature && cluster

@@ -34,6 +34,8 @@ export interface AnchorReader {
 }
 
 const RPC_TIMEOUT_MS = 15_000;
+/** Transactions one reader keeps: the runs of an export share a few trees, each asked once. */
+const KEPT_TRANSACTIONS = 1_000;
 
 export class SolanaAnchorReader implements AnchorReader {
   private readonly rpc: ReturnType<typeof createSolanaRpc>;
@@ -42,7 +44,20 @@ export class SolanaAnchorReader implements AnchorReader {
     this.rpc = createSolanaRpc(rpcUrl);
   }
 
-  async transaction(signature: string): Promise<AnchorTransaction | undefined> {
+  private readonly kept = new Map<string, Promise<AnchorTransaction | undefined>>();
+
+  transaction(signature: string): Promise<AnchorTransaction | undefined> {
+    const known = this.kept.get(signature);
+    if (known) return known;
+    const asked = this.fetch(signature);
+    // a failure is not kept: the next run of the same tree asks again
+    asked.catch(() => this.kept.delete(signature));
+    if (this.kept.size >= KEPT_TRANSACTIONS) this.kept.delete(this.kept.keys().next().value ?? '');
+    this.kept.set(signature, asked);
+    return asked;
+  }
+
+  private async fetch(signature: string): Promise<AnchorTransaction | undefined> {
     const found = await this.rpc
       .getTransaction(toSignature(signature), {
         encoding: 'base64',

@@ -162,7 +162,10 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
     const file = join(mkdtempSync(join(tmpdir(), 'flightlog-anchor-')), 'export.ndjson');
     writeFileSync(file, runs.map((run) => JSON.stringify(run)).join('\n') + '\n');
     const verdicts: RunVerdict[] = [];
+    const asked = (await rpc.calls()).filter((m) => m === 'getTransaction').length;
     const report = await verifyFile(file, (v) => verdicts.push(v), { chain: chain() });
+    // each tree's transaction is read once, not once per run
+    expect((await rpc.calls()).filter((m) => m === 'getTransaction').length - asked).toBe(3);
     expect(report).toMatchObject({ verified: 100, anchored: 100, failed: 0 });
     expect(new Set(verdicts.map((v) => (v.kind === 'anchored' ? v.signature : v.kind))).size).toBe(
       3,
@@ -407,19 +410,29 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
     expect(new Set(landed.map((t) => t.signature)).size).toBe(landed.length);
     expect(batches.reduce((n, b) => n + b.size, 0)).toBe(60);
   });
-  it('takes over trees another cluster left when ANCHOR_CLUSTER changes, anchoring their runs anew', async () => {
-    // (the previous test stopped the first anchorer)
+  /**
+   * `count` new runs gathered into a tree whose transaction is signed and sent, but lost (the
+   * cluster keeps losing what it is sent until the test says otherwise), by a fresh anchorer.
+   */
+  const treeSignedAndLost = async (count: number) => {
+    // (the two-instance test stopped the first anchorer)
     anchorer = anchorerFromConfig(server.config.anchoring, server.store, {
       logger: silentLogger,
       metrics: server.metrics,
     }) as Anchorer;
-    const ids = await postFinishedRuns(4);
+    const ids = await postFinishedRuns(count);
     await fingerprinted(ids);
     await rpc.loseSends(1_000);
-    await sleep(120);
+    await sleep(120); // past ANCHOR_INTERVAL_MS
     for (let i = 0; i < 3; i++) await anchorer.pass();
-    const [stranded] = await server.store.anchors.batches(1);
-    expect(stranded).toMatchObject({ state: 'signed', cluster: 'devnet', size: 4 });
+    const [signed] = await server.store.anchors.batches(1);
+    expect(signed).toMatchObject({ state: 'signed', size: count });
+    return { ids, signed };
+  };
+
+  it('takes over trees another cluster left when ANCHOR_CLUSTER changes, anchoring their runs anew', async () => {
+    const { ids, signed: stranded } = await treeSignedAndLost(4);
+    expect(stranded).toMatchObject({ cluster: 'devnet', size: 4 });
     await rpc.loseSends(0);
     // another cluster, another blockhash (here one validator plays both)
     await rpc.advance(1);
@@ -439,18 +452,8 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
   });
 
   it('never signs a tree anew when its RPC cannot say whether the old transaction landed', async () => {
-    anchorer = anchorerFromConfig(server.config.anchoring, server.store, {
-      logger: silentLogger,
-      metrics: server.metrics,
-    }) as Anchorer;
-    const ids = await postFinishedRuns(3);
-    await fingerprinted(ids);
     const before = (await memoLandings()).length;
-    await rpc.loseSends(1_000);
-    await sleep(120);
-    for (let i = 0; i < 3; i++) await anchorer.pass();
-    const [signed] = await server.store.anchors.batches(1);
-    expect(signed?.state).toBe('signed');
+    const { signed } = await treeSignedAndLost(3);
     // a node that keeps no history, long after the blockhash expired
     await rpc.loseHistory();
     await rpc.advance(200);

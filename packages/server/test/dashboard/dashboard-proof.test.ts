@@ -101,6 +101,7 @@ describeWithBrowser('a run’s proof in the browser', () => {
     await waitFor(() => column(run.trace.id, 'trace_hash'), 'the run fingerprinted', 30_000);
     await page.goto(`${server.url}/runs/${run.trace.id}#token=${owner}`);
     await proof.getByText('Pending', { exact: true }).waitFor();
+    await proof.screenshot({ path: join(SCREENSHOTS, 'run-proof-pending.png') });
     const traceHash = await column(run.trace.id, 'trace_hash');
     await proof.getByText(traceHash as string).waitFor();
 
@@ -130,6 +131,13 @@ describeWithBrowser('a run’s proof in the browser', () => {
     expect(shared.status).toBe(201);
     await page.reload();
     await proof.getByText('Anchored', { exact: true }).waitFor();
+    // the same, in the dark scheme
+    const { page: dark } = await browser.newPage({ colorScheme: 'dark' });
+    await dark.goto(`${server.url}/runs/${run.trace.id}#token=${owner}`);
+    const darkProof = dark.getByRole('region', { name: 'Proof' });
+    await darkProof.getByText('Anchored', { exact: true }).waitFor();
+    await darkProof.screenshot({ path: join(SCREENSHOTS, 'run-proof-anchored-dark.png') });
+    await dark.close();
     const [download] = await Promise.all([
       page.waitForEvent('download'),
       proof.getByRole('button', { name: 'Download run and proof' }).click(),
@@ -173,6 +181,7 @@ describeWithBrowser('a run’s proof in the browser', () => {
     await page.goto(`${plain.url}/runs/${run.trace.id}#token=${token}`);
     const proof = page.getByRole('region', { name: 'Proof' });
     await proof.getByText('Not anchored: anchoring is off on this server.').waitFor();
+    await proof.screenshot({ path: join(SCREENSHOTS, 'run-proof-off.png') });
     await proof.getByRole('button', { name: 'Download run' }).waitFor();
     expect(await proof.getByRole('link').count()).toBe(0);
     expect(errors).toEqual([]);
