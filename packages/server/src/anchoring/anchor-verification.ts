@@ -77,6 +77,12 @@ export async function checkRunAnchor(
     return fail('transaction', `no finalized transaction ${anchorSignature} on this cluster`);
   if (found.signature !== anchorSignature)
     return fail('transaction', `the RPC answered another transaction (${found.signature})`);
+  if (!found.signatureValid)
+    return fail(
+      'transaction',
+      `its fee payer's signature does not verify against its message: the RPC answered a ` +
+        'transaction nobody signed',
+    );
   if (found.err !== null)
     return fail('transaction', `the transaction failed on chain: ${JSON.stringify(found.err)}`);
   if (anchorSlot && found.slot.toString() !== anchorSlot)

@@ -5,8 +5,10 @@ import {
   getBase64Encoder,
   getCompiledTransactionMessageDecoder,
   getTransactionDecoder,
+  getPublicKeyFromAddress,
   getUtf8Decoder,
   signature as toSignature,
+  verifySignature,
 } from '@solana/kit';
 
 /*
@@ -22,6 +24,8 @@ export interface AnchorTransaction {
   signature: string;
   /** The fee payer: the anchoring keypair's address. */
   signer: string;
+  /** Whether the fee payer's signature in its bytes verifies against its message. */
+  signatureValid: boolean;
   /** The transaction's error on chain, null when it succeeded. */
   err: unknown;
   /** The data of each of its Memo-program instructions, as text. */
@@ -71,6 +75,15 @@ export class SolanaAnchorReader implements AnchorReader {
     const message = getCompiledTransactionMessageDecoder().decode(transaction.messageBytes);
     const signer = message.staticAccounts[0];
     const first = signer === undefined ? null : transaction.signatures[signer];
+    // the RPC is not trusted for who signed: the signature is checked against the message
+    const signatureValid =
+      signer !== undefined && first
+        ? await verifySignature(
+            await getPublicKeyFromAddress(signer),
+            first,
+            transaction.messageBytes,
+          ).catch(() => false)
+        : false;
     const utf8 = getUtf8Decoder();
     // legacy and v0 messages list their instructions; anchors are v0
     const instructions = 'instructions' in message ? message.instructions : [];
@@ -81,6 +94,7 @@ export class SolanaAnchorReader implements AnchorReader {
       slot: found.slot,
       signature: first ? getBase58Decoder().decode(first) : '',
       signer: signer ?? '',
+      signatureValid,
       // an answer without its outcome is not taken for a success
       err: found.meta ? found.meta.err : 'the RPC gave no outcome (meta) for it',
       memos,

@@ -93,8 +93,9 @@ export class AnchorStore {
     return this.sql.transaction(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [GATHER_LOCK]);
       const runs = await tx.query<{ id: string; trace_hash: string }>(
+        // first written, first anchored (ids are the clients' choice: see migration 017)
         `SELECT id, trace_hash FROM traces WHERE ${WAITING}
-         ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+         ORDER BY updated_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`,
         [maxRuns],
       );
       if (runs.length === 0) return undefined;

@@ -1,9 +1,12 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Event, Trace } from '@flightlog/protocol';
 import { LiteSvmRpc, solanaKeypair } from '@flightlog/test-support';
 import { MEMO_PROGRAM_ADDRESS } from '@solana-program/memo';
+import { getBase58Decoder } from '@solana/kit';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { finishedRun, llmCallEvent, newId } from '../fixtures/batches.js';
 import { silentLogger, startTestWorker } from '../harness/analysis.js';
@@ -263,6 +266,92 @@ describeEngines('anchoring on Solana [%s]', (engine) => {
         chain: { reader: new SolanaAnchorReader(rpc.url), signer: stranger.address },
       }),
     ).toMatchObject({ step: 'signer' });
+  });
+
+  it('fails a transaction an RPC made up, with the operator as fee payer but a signature nobody made', async () => {
+    const [a] = runs as [Run];
+    const real = (await rpc.landed()).find((t) => t.signature === a.trace.anchorSignature);
+    if (!real) throw new Error('no landed transaction');
+    // the real transaction's bytes with its signature's first byte changed, and its id with them
+    const bytes = Buffer.from(real.wire, 'base64');
+    bytes[1] = (bytes[1] ?? 0) ^ 0xff; // byte 0 counts the signatures; 1..64 is the first
+    const forgedSignature = getBase58Decoder().decode(bytes.subarray(1, 65));
+    const lying = http.createServer((req, res) => {
+      let body = '';
+      req.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      req.on('end', () => {
+        const { id } = JSON.parse(body) as { id: number };
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            jsonrpc: '2.0',
+            id,
+            result: {
+              slot: real.slot,
+              blockTime: null,
+              version: 0,
+              transaction: [bytes.toString('base64'), 'base64'],
+              meta: { err: null, status: { Ok: null }, fee: 5000 },
+            },
+          }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => lying.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = lying.address() as AddressInfo;
+      const forged = structuredClone(a);
+      forged.trace.anchorSignature = forgedSignature;
+      const verdict = await verifyRun(forged, 1, {
+        chain: { reader: new SolanaAnchorReader(`http://127.0.0.1:${port}`), signer },
+      });
+      expect(verdict).toMatchObject({
+        kind: 'failed',
+        step: 'transaction',
+        reason: expect.stringMatching(/signature does not verify/),
+      });
+    } finally {
+      await new Promise<void>((resolve) => lying.close(() => resolve()));
+    }
+  });
+
+  it('anchors runs in the order they were written, whatever ids their clients chose', async () => {
+    const other = await server.createAgent();
+    // one run of another tenant first, with an id that sorts last…
+    const late = finishedRun();
+    const lastId = `zz${late.trace.id.slice(2)}`;
+    late.trace.id = lastId;
+    for (const event of late.events) event.traceId = lastId;
+    let res = await postBatch(server.url, other.apiKey, {
+      batchId: newId(),
+      items: [{ trace: late.trace, events: late.events }],
+    });
+    expect(res.status, res.text).toBe(202);
+    // …then two trees' worth of this tenant's, with ids that sort first
+    const early: string[] = [];
+    for (let batch = 0; batch < 8; batch++) {
+      const items = Array.from({ length: 10 }, () => {
+        const run = finishedRun();
+        const id = `00${run.trace.id.slice(2)}`;
+        run.trace.id = id;
+        for (const event of run.events) event.traceId = id;
+        early.push(id);
+        return run;
+      });
+      res = await postBatch(server.url, agent.apiKey, { batchId: newId(), items });
+      expect(res.status, res.text).toBe(202);
+    }
+    await fingerprinted([lastId, ...early]);
+    const [newest] = await server.store.anchors.batches(1);
+    await anchorer.pass(); // 81 waiting, 40 a tree: one tree gathered
+    const [tree] = await server.store.anchors.batches(1);
+    expect(tree?.id).toBeGreaterThan(newest?.id ?? 0);
+    const [leaf] = await server.store.sql.query<{ batch_id: number; leaf_index: number }>(
+      'SELECT batch_id, leaf_index FROM anchor_leaves WHERE trace_id = $1',
+      [lastId],
+    );
+    expect(leaf).toMatchObject({ batch_id: tree?.id, leaf_index: 0 });
+    await anchorAll([lastId, ...early]);
   });
 
   it('retries with backoff while the RPC fails, without touching ingest, and anchors once', async () => {
