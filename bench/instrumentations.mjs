@@ -755,6 +755,7 @@ function pairedDifference(runs, side, base, of) {
  * @property {number} callNoiseUs
  * @property {number} fixedWorkHotUs
  * @property {number} fixedWorkAfterCallUs
+ * @property {number} [callBaselineOverheadUs]
  */
 
 /**
@@ -773,6 +774,8 @@ function pairedDifference(runs, side, base, of) {
  * @property {number} fixedWorkHotUs fixedWork() in a hot loop
  * @property {number} fixedWorkAfterCallUs fixedWork() right after the call's result: median of
  *   (unwrapped then fixedWork − unwrapped)
+ * @property {number} [callBaselineOverheadUs] callOverheadUs of the baseline build (with
+ *   BENCH_BASELINE_CLIENT: a sixth side)
  */
 
 /**
@@ -790,6 +793,11 @@ async function eachCallFigures(kit, name) {
   const workedClient = await kit.make();
   const handClient = await kit.make();
   const wrappedClient = kit.wrap(CURRENT, await kit.make(), wrapped.session);
+  const baseline = BASELINE === undefined ? undefined : recordingClient(BASELINE, 'timer');
+  const baselineClient =
+    baseline === undefined
+      ? undefined
+      : kit.wrap(/** @type {ClientBuild} */ (BASELINE), await kit.make(), baseline.session);
   /** @type {Partial<Record<Side, Call>>} */
   const sides = {
     plain: () => kit.call(plainClient),
@@ -801,9 +809,11 @@ async function eachCallFigures(kit, name) {
     byHand: () => kit.byHand(handClient, byHand.session),
     wrapped: () => kit.call(wrappedClient),
   };
+  if (baselineClient !== undefined) sides.baseline = () => kit.call(baselineClient);
   await timeEachCall(sides, Math.min(EACH_CALL_PAIRS, 300));
   const runs = await timeEachCall(sides, EACH_CALL_PAIRS);
-  for (const r of [wrapped, byHand]) {
+  for (const r of [wrapped, byHand, baseline]) {
+    if (r === undefined) continue;
     r.session.end();
     await r.client.close();
   }
@@ -825,6 +835,9 @@ async function eachCallFigures(kit, name) {
     callNoiseUs: pairedDifference(runs, 'plainAgain', 'plain', 'wall'),
     fixedWorkHotUs: FIXED_WORK_HOT_US,
     fixedWorkAfterCallUs: pairedDifference(runs, 'plainThenWork', 'plain', 'wall'),
+    ...(baselineClient === undefined
+      ? {}
+      : { callBaselineOverheadUs: pairedDifference(runs, 'baseline', 'plain', 'wall') }),
   };
 }
 
@@ -1012,7 +1025,12 @@ async function main() {
       'CPU overhead µs',
       'of which instrumentation µs',
       ...(BASELINE
-        ? ['baseline: overhead µs', 'baseline: CPU overhead µs', 'baseline: instrumentation µs']
+        ? [
+            'baseline: call added µs',
+            'baseline: overhead µs',
+            'baseline: CPU overhead µs',
+            'baseline: instrumentation µs',
+          ]
         : []),
     ],
   ];
@@ -1035,6 +1053,7 @@ async function main() {
       // with a baseline, every scenario has its figures
       ...(BASELINE
         ? [
+            /** @type {number} */ (s.callBaselineOverheadUs).toFixed(1),
             /** @type {number} */ (s.baselineOverheadUsPerCall).toFixed(1),
             /** @type {number} */ (s.baselineOverheadCpuUsPerCall).toFixed(1),
             /** @type {number} */ (s.baselineInstrumentationCpuUsPerCall).toFixed(1),

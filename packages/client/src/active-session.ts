@@ -38,6 +38,7 @@ import type {
   TimedSpan,
 } from './session-types.js';
 import { errorText, storableText } from './storable-text.js';
+import type { PendingStep, PendingSteps } from './pending-steps.js';
 import { OPEN_STEP, currentStepOf, runInStep, type OpenStep } from './step-scope.js';
 import { runTimed } from './timing.js';
 import { TraceAggregates } from './trace-aggregates.js';
@@ -49,6 +50,8 @@ export interface SessionHost {
   readonly counters: ClientCounters;
   readonly maxEventBytes: number;
   readonly sealing: PayloadSealing;
+  /** Ended instrumented steps not recorded yet; settled before anything reads the session. */
+  readonly pendingSteps: PendingSteps;
   accept(source: SnapshotSource, event: RecordedEvent): void;
   touch(source: SnapshotSource): void;
   requestFlush(): void;
@@ -203,12 +206,17 @@ function totalsOf(type: EventType, payload: object): EventTotals | string {
 
 /**
  * One step opened by an instrumentation (a class: one is made per SDK call). Its start is taken
- * when it is made; `end` records it at once, the first time only.
+ * when it is made, its end when `end` is first called. A step whose payload is the
+ * instrumentation's own (`own`: nothing the host holds is read when it is built) is recorded on
+ * the next turn of the event loop (see pending-steps.ts); any other at once, since its payload
+ * reads the host's objects, which the host may change as soon as it has the result.
  */
-class SessionStep<P> implements OpenStep<P> {
+class SessionStep<P> implements OpenStep<P>, PendingStep {
   private readonly startedAtMs = Date.now();
   private readonly t0 = performance.now();
   private ended = false;
+  private times: ResolvedFields | undefined;
+  private build: (() => P) | undefined;
 
   constructor(
     private readonly session: ActiveSession,
@@ -224,22 +232,28 @@ class SessionStep<P> implements OpenStep<P> {
     this.ended = true;
     try {
       const durationMs = performance.now() - this.t0;
-      const errorMessage = ok ? null : errorText(error, TEXT_MAX_LENGTH);
-      this.session.endStep(
-        this.type,
-        build,
-        {
-          startedAtMs: this.startedAtMs,
-          endedAtMs: this.startedAtMs + Math.round(durationMs),
-          durationMs,
-          status: ok ? 'ok' : 'error',
-          errorMessage,
-          parentEventId: this.parentEventId,
-        },
-        this.eventId,
-        this.sequence,
-        this.own,
-      );
+      this.times = {
+        startedAtMs: this.startedAtMs,
+        endedAtMs: this.startedAtMs + Math.round(durationMs),
+        durationMs,
+        status: ok ? 'ok' : 'error',
+        errorMessage: ok ? null : errorText(error, TEXT_MAX_LENGTH),
+        parentEventId: this.parentEventId,
+      };
+      this.build = build;
+      if (this.own) this.session.recordLater(this);
+      else this.record();
+    } catch {
+      // endStep reports its own failures; nothing here throws into the host.
+    }
+  }
+
+  record(): void {
+    const { times, build } = this;
+    if (times === undefined || build === undefined) return;
+    this.build = undefined;
+    try {
+      this.session.endStep(this.type, build, times, this.eventId, this.sequence, this.own);
     } catch {
       // endStep reports its own failures; nothing here throws into the host.
     }
@@ -408,6 +422,11 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     }
   }
 
+  /** Queues an ended step on the client's pending steps (SessionStep.end). */
+  recordLater(step: PendingStep): void {
+    this.host.pendingSteps.add(step);
+  }
+
   /** Records an ended step (SessionStep.end): its times are numbers already, no Date made. */
   endStep(
     type: EventType,
@@ -453,6 +472,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
   }
 
   snapshot(): Trace {
+    this.host.pendingSteps.settle();
     const a = this.aggregates;
     return {
       id: this.identity.traceId,
@@ -686,6 +706,8 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
   }
 
   private finish(status: TraceStatus, options: unknown, error: string | null): void {
+    // The calls that ended before this one are part of the trace it ends.
+    this.host.pendingSteps.settle();
     if (this.traceStatus !== 'running') {
       this.host.warnings.throttled(
         `ended-twice:${this.traceId}`,

@@ -18,6 +18,7 @@ import { parseMasterKey } from './payload-cipher.js';
 import { completeBodyProblem } from './payload-checks.js';
 import type { PayloadSealing } from './payload-sealing.js';
 import type { RecordedEvent, SnapshotSource } from './recorded-event.js';
+import { PendingSteps } from './pending-steps.js';
 import { NoopSession } from './noop-session.js';
 import { holdProcess } from './process-hold.js';
 import { RetryingTransport } from './retrying-transport.js';
@@ -99,6 +100,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
   readonly counters: ClientCounters = emptyCounters();
   readonly maxEventBytes: number;
   readonly sealing: PayloadSealing;
+  readonly pendingSteps = new PendingSteps();
   private readonly buffer: EventBuffer;
   private readonly exporter: BatchExporter;
   private readonly transport: RetryingTransport;
@@ -237,12 +239,15 @@ export class ClientCore implements SessionHost, RegisteredClient {
 
   flush(timeoutMs: number = this.settings.flushTimeoutMs): Promise<FlushResult> {
     if (this.closing) return this.closing;
+    this.pendingSteps.settle();
     if (!this.buffer.isEmpty()) this.drain();
     if (this.exporter.isIdle()) return Promise.resolve({ timedOut: false });
     return settleWithin(this.exporter.whenSettled(), timeoutMs);
   }
 
   close(timeoutMs: number = this.settings.flushTimeoutMs): Promise<FlushResult> {
+    // Before `closing` is set: a call that ended is recorded, not dropped as after close().
+    if (this.closing === undefined) this.pendingSteps.settle();
     this.closing ??= (async () => {
       untrackClient(this);
       this.busy = false;
@@ -314,6 +319,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
   }
 
   stats(): ClientStats {
+    this.pendingSteps.settle();
     return {
       ...this.counters,
       bufferedEvents: this.buffer.eventCount,
@@ -336,6 +342,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
   flushBeforeExit(): void {
     this.warnings.guard('the flush before exit', () => {
       if (!this.settings.flushOnExit || this.closing !== undefined) return;
+      this.pendingSteps.settle();
       if (!this.buffer.isEmpty()) this.drain();
       if (this.exporter.isIdle() || this.exitHold !== undefined || this.exitHoldExpired) return;
       const timeoutMs = this.settings.flushTimeoutMs;
@@ -366,6 +373,7 @@ export class ClientCore implements SessionHost, RegisteredClient {
   /** The flush timer's work (the registry calls it every `flushIntervalMs`). */
   tick(): void {
     this.warnings.guard('the flush timer', () => {
+      this.pendingSteps.settle();
       if (this.buffer.isEmpty()) return;
       if (this.exporter.isIdle()) {
         this.flushDue = false;

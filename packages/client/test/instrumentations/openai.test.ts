@@ -44,7 +44,7 @@ describe('observeOpenAI: chat.completions.create', () => {
       model: 'gpt-4o-mini',
       messages,
     });
-    // recorded before the caller's `await` resumes: ending the session right away loses nothing
+    // recorded on the next turn, and counted as soon as anything asks: nothing the caller can see waits
     expect(recorded.client.stats().recordedEvents).toBe(1);
     expect(wrapped).toEqual(plain);
     expect(upstream.requests.at(-1)?.body).toEqual(upstream.requests.at(-2)?.body);
@@ -74,6 +74,44 @@ describe('observeOpenAI: chat.completions.create', () => {
     });
     expect(lastTrace(recorded)).toMatchObject({ totalTokens: 17, totalCostUsd: '0.0000048' });
     expect(recorded.logger.lines).toEqual([]);
+  });
+
+  it('records the call as it happened, whatever the caller does with its objects next', async () => {
+    // The event is built on the next turn of the event loop: what the caller does in between —
+    // push to its history, edit a message, edit the completion, end the session — changes
+    // nothing recorded, and ending the session right away loses nothing.
+    replying(openAIChat({ usage: { input: 12, output: 5 } }));
+    const recorded = recordedSession();
+    const history: OpenAI.ChatCompletionMessageParam[] = [
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: 'Say hello' },
+    ];
+    const openai = observeOpenAI(sdk(), recorded.session);
+    const completion = await openai.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: history,
+    });
+    history.push(completion.choices[0]!.message);
+    history[1]!.content = 'edited afterwards';
+    completion.choices[0]!.message.content = 'edited afterwards';
+    completion.choices[0]!.finish_reason = 'length';
+    completion.usage!.prompt_tokens = 1_000_000;
+    completion.model = 'edited-afterwards';
+    recorded.session.end();
+
+    const [event, ...more] = await recorded.events();
+    expect(more).toEqual([]);
+    expect(event?.payload).toMatchObject({
+      model: 'gpt-4o-mini-2024-07-18',
+      input: { messages },
+      output: { content: 'Hello there', finishReason: 'stop' },
+      usage: { inputTokens: 12, outputTokens: 5, totalTokens: 17 },
+    });
+    expect(lastTrace(recorded)).toMatchObject({
+      status: 'completed',
+      eventCount: 1,
+      totalTokens: 17,
+    });
   });
 
   it('records the tool calls the model asked for, and prices cached input tokens apart', async () => {
