@@ -212,9 +212,8 @@ function totalsOf(type: EventType, payload: object): EventTotals | string {
  * reads the host's objects, which the host may change as soon as it has the result.
  */
 class SessionStep<P> implements OpenStep<P>, PendingStep {
-  private readonly startedAtMs = Date.now();
   private readonly t0 = performance.now();
-  private ended = false;
+  ended = false;
   private times: ResolvedFields | undefined;
   private build: (() => P) | undefined;
 
@@ -225,7 +224,16 @@ class SessionStep<P> implements OpenStep<P>, PendingStep {
     private readonly sequence: number,
     private readonly parentEventId: string | null,
     private readonly own: boolean,
+    private readonly startedAtMs: number,
   ) {}
+
+  ok(build: () => P): void {
+    this.end(true, build);
+  }
+
+  fail(build: () => P, error: unknown): void {
+    this.end(false, build, error);
+  }
 
   end(ok: boolean, build: () => P, error?: unknown): void {
     if (this.ended) return;
@@ -412,10 +420,12 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
    */
   [OPEN_STEP]<K extends EventType>(type: K, own = false): OpenStep<PayloadByType[K]> | undefined {
     try {
-      const eventId = this.host.ids.next();
+      // One clock read for the id and the start.
+      const startedAtMs = Date.now();
+      const eventId = this.host.ids.next(startedAtMs);
       const sequence = this.sequence++;
       const parentEventId = currentStepOf(this.traceId);
-      return new SessionStep(this, type, eventId, sequence, parentEventId, own);
+      return new SessionStep(this, type, eventId, sequence, parentEventId, own, startedAtMs);
     } catch (error) {
       this.internalError('step', error);
       return undefined;

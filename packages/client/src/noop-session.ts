@@ -9,7 +9,7 @@ import type {
 } from './session-types.js';
 import { OPEN_STEP, type OpenStep } from './step-scope.js';
 
-const NO_STEP: OpenStep<never> = { eventId: '', end() {} };
+const NO_STEP: OpenStep<never> = { eventId: '', ended: false, end() {}, ok() {}, fail() {} };
 
 /**
  * The session of a disabled client: every call is a cheap no-op that returns `''`, and `timed`

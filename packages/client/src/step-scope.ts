@@ -46,10 +46,16 @@ export function currentStepOf(traceId: string): string | null {
  */
 export const OPEN_STEP: unique symbol = Symbol('flightlog.openStep');
 
-/** A step opened with {@link OPEN_STEP}. */
+/** A step opened with {@link OPEN_STEP}: what an instrumentation's `ObservedStep` is. */
 export interface OpenStep<P> {
   /** The event's id ('' when the session records nothing). */
   readonly eventId: string;
   /** Records the step (the first call only); `build` makes the payload, a throw costs the event. */
   end(ok: boolean, build: () => P, error?: unknown): void;
+  /** `end(true, build)`. */
+  ok(build: () => P): void;
+  /** `end(false, build, error)`. */
+  fail(build: () => P, error: unknown): void;
+  /** True once ended. */
+  readonly ended: boolean;
 }

@@ -95,6 +95,15 @@ function anthropicUsage(usage: unknown, outputOverride?: number): LlmUsage | und
   return out;
 }
 
+/** The number fields of a usage object, in a fresh one (undefined for anything else). */
+function usageNumbers(usage: unknown): Record<string, number> | undefined {
+  if (typeof usage !== 'object' || usage === null) return undefined;
+  const numbers: Record<string, number> = {};
+  for (const [key, value] of Object.entries(usage))
+    if (typeof value === 'number') numbers[key] = value;
+  return numbers;
+}
+
 export function applyAnthropicMessage(record: LlmCallRecord, response: unknown): void {
   const model = field(response, 'model');
   if (typeof model === 'string' && model !== '') record.model = model;
@@ -121,9 +130,9 @@ interface BlockDelta {
 /** Builds the record of a streamed call from its events (`message_start` … `message_stop`). */
 export class AnthropicStreamAccumulator implements StreamReader {
   private readonly blocks = new Map<number, LlmToolCall>();
-  private startUsage: unknown;
+  private startUsage: Record<string, number> | undefined;
   private outputTokens: number | undefined;
-  private deltaUsage: unknown;
+  private deltaUsage: Record<string, number> | undefined;
   finished = false;
   failure: string | undefined;
 
@@ -148,7 +157,8 @@ export class AnthropicStreamAccumulator implements StreamReader {
       const started = field(event, 'message');
       const model = field(started, 'model');
       if (typeof model === 'string' && model !== '') this.record.model = model;
-      this.startUsage = field(started, 'usage');
+      // Copied now: the event is the caller's, and the call is recorded a turn later.
+      this.startUsage = usageNumbers(field(started, 'usage'));
       const id = field(started, 'id');
       if (typeof id === 'string') this.record.extra = { responseId: id };
     } else if (type === 'content_block_start') {
@@ -162,7 +172,7 @@ export class AnthropicStreamAccumulator implements StreamReader {
     } else if (type === 'message_delta') {
       const stop = field(event.delta, 'stop_reason');
       if (typeof stop === 'string') this.record.finishReason = stop;
-      this.deltaUsage = field(event, 'usage');
+      this.deltaUsage = usageNumbers(field(event, 'usage'));
       // The usage of message_delta is cumulative.
       const output = field(this.deltaUsage, 'output_tokens');
       if (typeof output === 'number') this.outputTokens = count(output);
@@ -176,16 +186,7 @@ export class AnthropicStreamAccumulator implements StreamReader {
   result(): LlmCallRecord {
     // Later counts win: message_delta may repeat the input counts, updated.
     const merged =
-      typeof this.startUsage === 'object' && this.startUsage !== null
-        ? {
-            ...this.startUsage,
-            ...(typeof this.deltaUsage === 'object' && this.deltaUsage !== null
-              ? Object.fromEntries(
-                  Object.entries(this.deltaUsage).filter(([, v]) => typeof v === 'number'),
-                )
-              : {}),
-          }
-        : undefined;
+      this.startUsage === undefined ? undefined : { ...this.startUsage, ...this.deltaUsage };
     this.record.usage = anthropicUsage(merged, this.outputTokens);
     this.record.toolCalls = [...this.blocks.values()];
     if (this.record.finishReason === '') this.record.finishReason = 'unknown';

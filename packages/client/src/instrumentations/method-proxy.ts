@@ -21,9 +21,11 @@ export interface ProxySpec {
   /**
    * Methods read through the Proxy and called on it run with the original object as `this`
    * (default): an SDK class with private fields (`#x`) throws when they are read on a Proxy, and
-   * an instrumented method that calls another one on `this` is recorded once. `false` keeps the Proxy as `this`, for objects whose methods reach the client through
-   * a property (Stainless resources' `this._client`), so that helpers built on an instrumented
-   * method (`chat.completions.parse` → `create`) are recorded too, exactly once.
+   * an instrumented method that calls another one on `this` is recorded once. `false` keeps the
+   * Proxy as `this` for the methods not instrumented, for objects whose methods reach the client
+   * through a property (Stainless resources' `this._client`), so that helpers built on an
+   * instrumented method (`chat.completions.parse` → `create`) are recorded too, exactly once.
+   * An instrumented method always runs on the original.
    */
   readonly bindToOriginal?: boolean;
   /** Properties holding the root object, answered with the root's Proxy (`_client`). */
@@ -86,15 +88,13 @@ function wrapValue(
     const method = Object.hasOwn(spec.methods ?? {}, key) ? spec.methods?.[key] : undefined;
     if (method !== undefined && typeof value === 'function')
       return new Proxy(value, {
-        // Called on the Proxy: the original as `this` (when bound to it), so that the method's
-        // own calls to other instrumented methods (sendTransaction → this.sendRawTransaction)
-        // are not recorded a second time.
+        // Called on the Proxy: the original as `this`, always (whatever `bindToOriginal` says of
+        // the other methods), so that the method's own calls to other instrumented methods
+        // (sendTransaction → this.sendRawTransaction) are not recorded a second time, and so
+        // that what it reads of its object and the client (`this._client._options`, `post`…:
+        // 18 reads per Anthropic call) skips the Proxy: traps are what a call pays most for.
         apply: (fn, thisArg, args) =>
-          method(
-            fn as CallableFunction,
-            bindToOriginal && thisArg === proxy ? original : thisArg,
-            args,
-          ),
+          method(fn as CallableFunction, thisArg === proxy ? original : thisArg, args),
       });
   }
   if (typeof value === 'function' && bindToOriginal && key !== 'constructor')

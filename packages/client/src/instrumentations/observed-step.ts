@@ -56,36 +56,12 @@ export function beginStep<K extends EventType>(
     if (typeof traceId !== 'string') return undefined;
     const open = (session as { [OPEN_STEP]?: unknown })[OPEN_STEP];
     if (typeof open === 'function') {
-      const opened = open.call(session, type, own) as OpenStep<PayloadByType[K]> | undefined;
-      return opened === undefined ? undefined : stepOf(opened);
+      // The session's own step is one (no wrapper made per call).
+      return open.call(session, type, own) as OpenStep<PayloadByType[K]> | undefined;
     }
     return timedStep(session, type, traceId);
   } catch {
     return undefined;
-  }
-}
-
-function stepOf<P>(opened: OpenStep<P>): ObservedStep<P> {
-  return new OpenedStep(opened);
-}
-
-/** A step of this package's session (a class: one made per SDK call, kept cheap to make). */
-class OpenedStep<P> implements ObservedStep<P> {
-  readonly eventId: string;
-  ended = false;
-
-  constructor(private readonly opened: OpenStep<P>) {
-    this.eventId = opened.eventId;
-  }
-
-  ok(build: () => P): void {
-    this.ended = true;
-    this.opened.end(true, build);
-  }
-
-  fail(build: () => P, error: unknown): void {
-    this.ended = true;
-    this.opened.end(false, build, error);
   }
 }
 

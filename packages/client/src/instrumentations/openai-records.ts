@@ -230,7 +230,6 @@ interface ChatDelta {
 /** Builds the record of a streamed call from its items as they are read. */
 export class OpenAIStreamAccumulator {
   private readonly toolCalls: LlmToolCall[] = [];
-  private finalResponse: unknown;
   /** True once the stream said how it finished (its last meaningful item was read). */
   finished = false;
   /** An error the stream reported in-band (`response.failed`, an `error` event). */
@@ -305,9 +304,11 @@ export class OpenAIStreamAccumulator {
       type === 'response.incomplete' ||
       type === 'response.failed'
     ) {
-      this.finalResponse = field(event, 'response');
+      // Read now: the event is the caller's, and the call is recorded a turn later.
+      const response = field(event, 'response');
+      applyResponsesObject(this.record, response);
       this.finished = true;
-      this.failure = responsesFailure(this.finalResponse);
+      this.failure = responsesFailure(response);
     } else if (type === 'response.created') {
       const model = field(field(event, 'response'), 'model');
       if (typeof model === 'string' && model !== '') this.record.model = model;
@@ -318,8 +319,7 @@ export class OpenAIStreamAccumulator {
 
   /** The record as far as it was read. */
   result(): LlmCallRecord {
-    if (this.finalResponse !== undefined) applyResponsesObject(this.record, this.finalResponse);
-    else if (this.toolCalls.length > 0) this.record.toolCalls = this.toolCalls.filter(Boolean);
+    if (this.toolCalls.length > 0) this.record.toolCalls = this.toolCalls.filter(Boolean);
     if (this.record.finishReason === '') this.record.finishReason = 'unknown';
     return this.record;
   }

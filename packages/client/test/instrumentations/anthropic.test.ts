@@ -180,6 +180,27 @@ describe('observeAnthropic: streaming', () => {
     });
   });
 
+  it('records the stream as it came, whatever the caller does with its events next', async () => {
+    // Recorded on the next turn of the event loop: the usage the events carried is copied as
+    // they go by, so the caller editing them afterwards changes nothing recorded.
+    replying(anthropicStream({ usage: { input: 15, output: 7 } }));
+    const recorded = recordedSession();
+    const stream = await observeAnthropic(sdk(), recorded.session).messages.create({
+      ...request,
+      stream: true,
+    });
+    const events = await read(stream);
+    for (const event of events as { message?: { usage?: object }; usage?: object }[]) {
+      if (event.message?.usage) Object.assign(event.message.usage, { input_tokens: 999 });
+      if (event.usage) Object.assign(event.usage, { output_tokens: 999 });
+    }
+    recorded.session.end();
+    const [event] = await recorded.events();
+    expect(event?.payload).toMatchObject({
+      usage: { inputTokens: 15, outputTokens: 7, totalTokens: 22 },
+    });
+  });
+
   it('records messages.stream() once, tool use assembled', async () => {
     replying(
       anthropicStream({
