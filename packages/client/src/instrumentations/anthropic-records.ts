@@ -15,68 +15,99 @@ import type { StreamReader } from './sdk-call.js';
  * (nothing here imports the SDK; an unexpected shape gives empty fields, never a throw).
  */
 
+/*
+ * What runs on every call reads fields by name, each read still guarded by its type check: a
+ * named read is cached per shape at its own place, where `field`'s one keyed read serves every
+ * shape and so is slow. `field` stays for the rarer paths.
+ */
+
+/** A content block, a message or a request body, read by name. */
+interface BlockShape {
+  type?: unknown;
+  content?: unknown;
+  input?: unknown;
+  id?: unknown;
+  name?: unknown;
+}
+interface MessageShape {
+  role?: unknown;
+  content?: unknown;
+}
+interface RequestShape {
+  model?: unknown;
+  system?: unknown;
+  messages?: unknown;
+  stream?: unknown;
+}
+interface ResponseShape {
+  id?: unknown;
+  model?: unknown;
+  content?: unknown;
+  stop_reason?: unknown;
+  usage?: unknown;
+}
+
+const NO_FIELDS = {};
+
+/** `value` when it is an object (its fields then read by name), else an object without any. */
+function fieldsOf<T extends object>(value: unknown): T {
+  return (typeof value === 'object' && value !== null ? value : NO_FIELDS) as T;
+}
+
 /** The text of Anthropic content: a string, or blocks (text, tool use, tool results). */
 function blocksText(content: unknown): string {
   if (!Array.isArray(content)) return contentText(content);
-  return content
-    .map((block) => {
-      const type = field(block, 'type');
-      if (type === 'tool_result') return blocksText(field(block, 'content'));
-      if (type === 'tool_use') return '';
-      if (type === 'thinking' || type === 'redacted_thinking') return '';
-      return contentText(block);
-    })
-    .join('');
+  let out = '';
+  for (const block of content) {
+    const { type, content: inner } = fieldsOf<BlockShape>(block);
+    if (type === 'tool_result') out += blocksText(inner);
+    else if (type !== 'tool_use' && type !== 'thinking' && type !== 'redacted_thinking')
+      out += contentText(block);
+  }
+  return out;
 }
 
 function toolUses(content: unknown): LlmToolCall[] {
   if (!Array.isArray(content)) return [];
   const calls: LlmToolCall[] = [];
-  for (const block of content)
-    if (field(block, 'type') === 'tool_use') {
-      let args: string;
-      try {
-        args = JSON.stringify(field(block, 'input') ?? {});
-      } catch {
-        args = '';
-      }
-      calls.push({
-        id: text(field(block, 'id')),
-        name: text(field(block, 'name'), 'tool'),
-        arguments: args,
-      });
+  for (const block of content) {
+    const { type, input, id, name } = fieldsOf<BlockShape>(block);
+    if (type !== 'tool_use') continue;
+    let args: string;
+    try {
+      args = JSON.stringify(input ?? {});
+    } catch {
+      args = '';
     }
+    calls.push({ id: text(id), name: text(name, 'tool'), arguments: args });
+  }
   return calls;
 }
 
 function message(entry: unknown): RecordedMessage {
-  const content = field(entry, 'content');
-  const out: RecordedMessage = {
-    role: text(field(entry, 'role'), 'unknown'),
-    content: blocksText(content),
-  };
+  const { role, content } = fieldsOf<MessageShape>(entry);
+  const out: RecordedMessage = { role: text(role, 'unknown'), content: blocksText(content) };
   const calls = toolUses(content);
   if (calls.length > 0) out.toolCalls = calls;
   return out;
 }
 
 export function anthropicRequestRecord(body: unknown): LlmCallRecord {
+  const { model, system, messages: entries, stream } = fieldsOf<RequestShape>(body);
   const messages: RecordedMessage[] = [];
-  const system = field(body, 'system');
   if (system !== undefined && system !== null)
     messages.push({ role: 'system', content: blocksText(system) });
-  const entries = field(body, 'messages');
   if (Array.isArray(entries)) for (const entry of entries) messages.push(message(entry));
   return {
     provider: 'anthropic',
-    model: text(field(body, 'model'), 'unknown'),
+    model: text(model, 'unknown'),
     operation: 'messages',
     messages,
     content: '',
     finishReason: '',
     toolCalls: [],
     usage: undefined,
-    streamed: field(body, 'stream') === true,
+    streamed: stream === true,
     request: body,
   };
 }
@@ -84,10 +115,16 @@ export function anthropicRequestRecord(body: unknown): LlmCallRecord {
 /** Anthropic counts cache reads and writes apart from `input_tokens`; `inputTokens` is all three. */
 function anthropicUsage(usage: unknown, outputOverride?: number): LlmUsage | undefined {
   if (typeof usage !== 'object' || usage === null) return undefined;
-  const plain = count(field(usage, 'input_tokens'));
-  const read = count(field(usage, 'cache_read_input_tokens'));
-  const written = count(field(usage, 'cache_creation_input_tokens'));
-  const output = outputOverride ?? count(field(usage, 'output_tokens'));
+  const fields = usage as {
+    input_tokens?: unknown;
+    cache_read_input_tokens?: unknown;
+    cache_creation_input_tokens?: unknown;
+    output_tokens?: unknown;
+  };
+  const plain = count(fields.input_tokens);
+  const read = count(fields.cache_read_input_tokens);
+  const written = count(fields.cache_creation_input_tokens);
+  const output = outputOverride ?? count(fields.output_tokens);
   const input = plain + read + written;
   const out: LlmUsage = { inputTokens: input, outputTokens: output, totalTokens: input + output };
   if (read > 0) out.cachedInputTokens = read;
@@ -105,14 +142,13 @@ function usageNumbers(usage: unknown): Record<string, number> | undefined {
 }
 
 export function applyAnthropicMessage(record: LlmCallRecord, response: unknown): void {
-  const model = field(response, 'model');
+  const { id, model, content, stop_reason: stop, usage } = fieldsOf<ResponseShape>(response);
   if (typeof model === 'string' && model !== '') record.model = model;
-  const content = field(response, 'content');
   record.content = blocksText(content);
   record.toolCalls = toolUses(content);
-  record.finishReason = text(field(response, 'stop_reason'), 'unknown');
-  record.usage = anthropicUsage(field(response, 'usage'));
-  record.extra = { responseId: text(field(response, 'id')) };
+  record.finishReason = text(stop, 'unknown');
+  record.usage = anthropicUsage(usage);
+  record.extra = { responseId: text(id) };
 }
 
 /** A streamed event as read (every field checked before use). */

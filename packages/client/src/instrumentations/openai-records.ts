@@ -17,25 +17,40 @@ import {
 
 export type OpenAIOperation = 'chat.completions' | 'responses' | 'embeddings';
 
+/** The fields of a request body read by name (each checked before use). */
+interface RequestShape {
+  model?: unknown;
+  messages?: unknown;
+  stream?: unknown;
+}
+
+/*
+ * What runs on every call reads fields by name, each read still guarded by its type check: a
+ * named read is cached per shape at its own place, where `field`'s one keyed read serves every
+ * shape and so is slow. `field` stays for the rarer paths.
+ */
+
 /** The record of a call before its outcome is known. */
 export function openAIRequestRecord(operation: OpenAIOperation, body: unknown): LlmCallRecord {
+  const request: RequestShape = typeof body === 'object' && body !== null ? body : {};
   return {
     provider: 'openai',
-    model: text(field(body, 'model'), 'unknown'),
+    model: text(request.model, 'unknown'),
     operation,
     messages: requestMessages(operation, body),
     content: '',
     finishReason: '',
     toolCalls: [],
     usage: undefined,
-    streamed: field(body, 'stream') === true,
+    streamed: request.stream === true,
     request: body,
   };
 }
 
 function requestMessages(operation: OpenAIOperation, body: unknown): RecordedMessage[] {
   if (operation === 'chat.completions') {
-    const messages = field(body, 'messages');
+    const messages =
+      typeof body === 'object' && body !== null ? (body as RequestShape).messages : [];
     return Array.isArray(messages) ? messages.map(chatMessage) : [];
   }
   if (operation === 'embeddings') {
@@ -57,14 +72,25 @@ function requestMessages(operation: OpenAIOperation, body: unknown): RecordedMes
   return messages;
 }
 
+/** A chat message, request or response (fields read by name). */
+interface ChatMessageShape {
+  role?: unknown;
+  content?: unknown;
+  refusal?: unknown;
+  tool_calls?: unknown;
+  tool_call_id?: unknown;
+}
+
 function chatMessage(message: unknown): RecordedMessage {
-  const out: RecordedMessage = {
-    role: text(field(message, 'role'), 'unknown'),
-    content: contentText(field(message, 'content')),
-  };
-  const toolCalls = field(message, 'tool_calls');
+  if (typeof message !== 'object' || message === null) return { role: 'unknown', content: '' };
+  const {
+    role,
+    content,
+    tool_calls: toolCalls,
+    tool_call_id: toolCallId,
+  } = message as ChatMessageShape;
+  const out: RecordedMessage = { role: text(role, 'unknown'), content: contentText(content) };
   if (Array.isArray(toolCalls) && toolCalls.length > 0) out.toolCalls = toolCalls.map(chatToolCall);
-  const toolCallId = field(message, 'tool_call_id');
   if (typeof toolCallId === 'string') out.toolCallId = toolCallId;
   return out;
 }
@@ -112,18 +138,13 @@ export function applyOpenAIResponse(
   operation: OpenAIOperation,
   response: unknown,
 ): void {
+  if (operation === 'chat.completions') {
+    applyChatCompletion(record, response);
+    return;
+  }
   const model = field(response, 'model');
   if (typeof model === 'string' && model !== '') record.model = model;
-  if (operation === 'chat.completions') {
-    const choice = firstChoice(response);
-    const message = field(choice, 'message');
-    record.content = contentText(field(message, 'content') ?? field(message, 'refusal'));
-    record.finishReason = text(field(choice, 'finish_reason'), 'unknown');
-    const toolCalls = field(message, 'tool_calls');
-    if (Array.isArray(toolCalls)) record.toolCalls = toolCalls.map(chatToolCall);
-    record.usage = chatUsage(field(response, 'usage'));
-    record.extra = { responseId: text(field(response, 'id')) };
-  } else if (operation === 'responses') {
+  if (operation === 'responses') {
     applyResponsesObject(record, response);
   } else {
     const data = field(response, 'data');
@@ -138,22 +159,61 @@ export function applyOpenAIResponse(
   }
 }
 
-function firstChoice(response: unknown): unknown {
-  const choices = field(response, 'choices');
-  return Array.isArray(choices) ? choices[0] : undefined;
+/** A chat completion, read by name (every field checked before use). */
+interface ChatCompletionShape {
+  id?: unknown;
+  model?: unknown;
+  choices?: unknown;
+  usage?: unknown;
+}
+interface ChatCompletionChoice {
+  message?: unknown;
+  finish_reason?: unknown;
+}
+
+function applyChatCompletion(record: LlmCallRecord, response: unknown): void {
+  if (typeof response !== 'object' || response === null) {
+    record.finishReason = 'unknown';
+    record.extra = { responseId: '' };
+    return;
+  }
+  const { id, model, choices, usage } = response as ChatCompletionShape;
+  if (typeof model === 'string' && model !== '') record.model = model;
+  const choice: unknown = Array.isArray(choices) ? choices[0] : undefined;
+  const { message, finish_reason: finish } =
+    typeof choice === 'object' && choice !== null ? (choice as ChatCompletionChoice) : {};
+  if (typeof message === 'object' && message !== null) {
+    const { content, refusal, tool_calls: toolCalls } = message as ChatMessageShape;
+    record.content = contentText(content ?? refusal);
+    if (Array.isArray(toolCalls)) record.toolCalls = toolCalls.map(chatToolCall);
+  } else record.content = '';
+  record.finishReason = text(finish, 'unknown');
+  record.usage = chatUsage(usage);
+  record.extra = { responseId: text(id) };
 }
 
 /** Chat completions' and embeddings' usage (`prompt_tokens`, `completion_tokens`). */
 function chatUsage(usage: unknown): LlmUsage | undefined {
   if (typeof usage !== 'object' || usage === null) return undefined;
-  const input = count(field(usage, 'prompt_tokens'));
-  const output = count(field(usage, 'completion_tokens'));
+  const {
+    prompt_tokens: prompt,
+    completion_tokens: completion,
+    total_tokens: total,
+    prompt_tokens_details: details,
+  } = usage as {
+    prompt_tokens?: unknown;
+    completion_tokens?: unknown;
+    total_tokens?: unknown;
+    prompt_tokens_details?: unknown;
+  };
+  const input = count(prompt);
+  const output = count(completion);
   const out: LlmUsage = {
     inputTokens: input,
     outputTokens: output,
-    totalTokens: count(field(usage, 'total_tokens')) || input + output,
+    totalTokens: count(total) || input + output,
   };
-  const cached = count(field(field(usage, 'prompt_tokens_details'), 'cached_tokens'));
+  const cached = count(field(details, 'cached_tokens'));
   if (cached > 0) out.cachedInputTokens = cached;
   return out;
 }
