@@ -206,16 +206,22 @@ function totalsOf(type: EventType, payload: object): EventTotals | string {
 
 /**
  * One step opened by an instrumentation (a class: one is made per SDK call). Its start is taken
- * when it is made, its end when `end` is first called. A step whose payload is the
- * instrumentation's own (`own`: nothing the host holds is read when it is built) is recorded on
- * the next turn of the event loop (see pending-steps.ts); any other at once, since its payload
- * reads the host's objects, which the host may change as soon as it has the result.
+ * when it is made, its end when `end` is first called. It is recorded on the next turn of the
+ * event loop (see pending-steps.ts). A step whose payload is the instrumentation's own (`own`:
+ * nothing the host holds is read when it is built) builds it then; any other builds and copies
+ * it when it ends, since it holds the host's objects, which the host may change as soon as it has
+ * the result.
  */
+/** Why a step copied when it ended is refused when it is recorded (see copiedNow). */
+class StepRefusal {
+  constructor(readonly reason: string) {}
+}
+
 class SessionStep<P> implements OpenStep<P>, PendingStep {
   private readonly t0 = performance.now();
   ended = false;
   private times: ResolvedFields | undefined;
-  private build: (() => P) | undefined;
+  private build: (() => unknown) | undefined;
 
   constructor(
     private readonly session: ActiveSession,
@@ -248,9 +254,10 @@ class SessionStep<P> implements OpenStep<P>, PendingStep {
         errorMessage: ok ? null : errorText(error, TEXT_MAX_LENGTH),
         parentEventId: this.parentEventId,
       };
-      this.build = build;
-      if (this.own) this.session.recordLater(this);
-      else this.record();
+      // A payload that holds the host's objects is built and copied now: the host may change
+      // them as soon as it has the result. What is left waits either way.
+      this.build = this.own ? build : this.session.copiedNow(this.type, build, this.eventId);
+      this.session.recordLater(this);
     } catch {
       // endStep reports its own failures; nothing here throws into the host.
     }
@@ -261,7 +268,8 @@ class SessionStep<P> implements OpenStep<P>, PendingStep {
     if (times === undefined || build === undefined) return;
     this.build = undefined;
     try {
-      this.session.endStep(this.type, build, times, this.eventId, this.sequence, this.own);
+      // Either way the payload is now the session's own: checked and measured, not copied.
+      this.session.endStep(this.type, build, times, this.eventId, this.sequence, true);
     } catch {
       // endStep reports its own failures; nothing here throws into the host.
     }
@@ -437,6 +445,31 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     this.host.pendingSteps.add(step);
   }
 
+  /**
+   * A step's payload built and copied now, handed back as a builder of that copy for the step's
+   * record a turn later. A builder that throws, or a payload that cannot be copied, is refused
+   * then, with the reason found now.
+   */
+  copiedNow(type: EventType, build: () => unknown, id: string): () => unknown {
+    let payload: unknown;
+    try {
+      payload = build();
+    } catch (thrown) {
+      const reason = `describe() threw: ${errorText(thrown, 200)}`;
+      return () => {
+        throw new StepRefusal(reason);
+      };
+    }
+    // Not an object: refused when recorded, with the usual reason.
+    if (typeof payload !== 'object' || payload === null) return () => payload;
+    const recorded = this.recordedPayload(type, payload, id, false);
+    if (typeof recorded === 'string')
+      return () => {
+        throw new StepRefusal(recorded);
+      };
+    return () => recorded.value;
+  }
+
   /** Records an ended step (SessionStep.end): its times are numbers already, no Date made. */
   endStep(
     type: EventType,
@@ -451,7 +484,12 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       try {
         payload = build();
       } catch (thrown) {
-        this.refuse(type, `describe() threw: ${errorText(thrown, 200)}`);
+        this.refuse(
+          type,
+          thrown instanceof StepRefusal
+            ? thrown.reason
+            : `describe() threw: ${errorText(thrown, 200)}`,
+        );
         return;
       }
       this.add(type, payload, undefined, id, sequence, times.startedAtMs, times, own);

@@ -1,9 +1,10 @@
 /**
  * Ends of instrumented SDK calls waiting to be recorded. An SDK call's result reaches the host
  * right after a socket wait, when this machine's caches are cold and every line run costs two to
- * four times what it costs hot: so the call's end only takes its times (and its outcome, read
- * into the instrumentation's own record) there, and the event is built, checked and buffered on
- * the next turn of the event loop, while the host waits for its next I/O. Whatever reads what
+ * four times what it costs hot: so the call's end only takes its times and its outcome there
+ * (read into the instrumentation's own record, or, for a payload holding the host's objects, a
+ * copy of it), and the event is built, checked and buffered on the next turn of the event loop,
+ * while the host waits for its next I/O. Whatever reads what
  * was recorded (`flush`, `close`, `stats`, the flush timer, a session's `end`, `fail` and
  * `snapshot`) records what waits first, so nothing the host can observe changes: an event
  * recorded right before `session.end()` is in the trace, counted and sent as before.

@@ -46,6 +46,25 @@ afterEach(async () => {
 });
 
 describe('observeMcpClient', () => {
+  it('records the call as it happened, whatever the caller does with its objects next', async () => {
+    // The event waits for the next turn of the event loop, its payload copied when the call
+    // ended: the caller reusing its arguments or editing the result changes nothing recorded.
+    const client = await connected();
+    const recorded = recordedSession();
+    const mcp = observeMcpClient(client, recorded.session);
+    const request = { name: 'get_balance', arguments: { wallet: 'abc' } };
+    const result = await mcp.callTool(request);
+    request.arguments.wallet = 'reused';
+    (result.content as { text: string }[])[0]!.text = 'edited afterwards';
+    recorded.session.end();
+    const [event, ...more] = await recorded.events();
+    expect(more).toEqual([]);
+    expect(event?.payload).toMatchObject({
+      input: { wallet: 'abc' },
+      output: { content: [{ type: 'text', text: 'abc: 3 SOL' }] },
+    });
+  });
+
   it('records a tool call as mcp_call with the same result as the unwrapped client', async () => {
     const client = await connected();
     const recorded = recordedSession();
