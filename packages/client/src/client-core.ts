@@ -409,6 +409,9 @@ export class ClientCore implements SessionHost, RegisteredClient {
   }
 
   private drain(): void {
+    // Before the buffer is taken: a session's snapshot would otherwise record the waiting steps
+    // into the buffer while it is being taken (from inside a settle, this does nothing).
+    this.pendingSteps.settle();
     const bytes = this.buffer.bytes;
     const items = this.buffer.drain();
     if (items.length > 0) void this.exporter.enqueue(items, bytes);
