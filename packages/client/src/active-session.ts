@@ -204,6 +204,12 @@ function totalsOf(type: EventType, payload: object): EventTotals | string {
   }
 }
 
+/** A payload checked, copied (unless the instrumentation's own) and its totals read. */
+interface PreparedPayload {
+  recorded: PayloadSnapshot;
+  totals: EventTotals;
+}
+
 /**
  * One step opened by an instrumentation (a class: one is made per SDK call). Its start is taken
  * when it is made, its end when `end` is first called. It is recorded on the next turn of the
@@ -212,16 +218,14 @@ function totalsOf(type: EventType, payload: object): EventTotals | string {
  * it when it ends, since it holds the host's objects, which the host may change as soon as it has
  * the result.
  */
-/** Why a step copied when it ended is refused when it is recorded (see copiedNow). */
-class StepRefusal {
-  constructor(readonly reason: string) {}
-}
-
 class SessionStep<P> implements OpenStep<P>, PendingStep {
   private readonly t0 = performance.now();
   ended = false;
   private times: ResolvedFields | undefined;
-  private build: (() => unknown) | undefined;
+  /** Own payloads: the builder, run when the step is recorded. */
+  private build: (() => P) | undefined;
+  /** Other payloads: built, checked and copied when the step ended (or why they were refused). */
+  private prepared: PreparedPayload | string | undefined;
 
   constructor(
     private readonly session: ActiveSession,
@@ -254,9 +258,10 @@ class SessionStep<P> implements OpenStep<P>, PendingStep {
         errorMessage: ok ? null : errorText(error, TEXT_MAX_LENGTH),
         parentEventId: this.parentEventId,
       };
-      // A payload that holds the host's objects is built and copied now: the host may change
-      // them as soon as it has the result. What is left waits either way.
-      this.build = this.own ? build : this.session.copiedNow(this.type, build, this.eventId);
+      // A payload that holds the host's objects is built, checked and copied now: the host may
+      // change them as soon as it has the result. What is left waits either way.
+      if (this.own) this.build = build;
+      else this.prepared = this.session.prepareStep(this.type, build, this.eventId);
       this.session.recordLater(this);
     } catch {
       // endStep reports its own failures; nothing here throws into the host.
@@ -264,12 +269,16 @@ class SessionStep<P> implements OpenStep<P>, PendingStep {
   }
 
   record(): void {
-    const { times, build } = this;
-    if (times === undefined || build === undefined) return;
+    const { times, build, prepared } = this;
+    if (times === undefined) return;
+    this.times = undefined;
     this.build = undefined;
+    this.prepared = undefined;
     try {
-      // Either way the payload is now the session's own: checked and measured, not copied.
-      this.session.endStep(this.type, build, times, this.eventId, this.sequence, true);
+      if (build !== undefined)
+        this.session.endStep(this.type, build, times, this.eventId, this.sequence, true);
+      else if (prepared !== undefined)
+        this.session.recordPrepared(this.type, prepared, times, this.eventId, this.sequence);
     } catch {
       // endStep reports its own failures; nothing here throws into the host.
     }
@@ -446,28 +455,36 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
   }
 
   /**
-   * A step's payload built and copied now, handed back as a builder of that copy for the step's
-   * record a turn later. A builder that throws, or a payload that cannot be copied, is refused
-   * then, with the reason found now.
+   * A step's payload built, checked and copied now (SessionStep.end, for a payload that holds
+   * the host's objects), to be recorded a turn later by recordPrepared; or why it is refused.
    */
-  copiedNow(type: EventType, build: () => unknown, id: string): () => unknown {
+  prepareStep(type: EventType, build: () => unknown, id: string): PreparedPayload | string {
     let payload: unknown;
     try {
       payload = build();
     } catch (thrown) {
-      const reason = `describe() threw: ${errorText(thrown, 200)}`;
-      return () => {
-        throw new StepRefusal(reason);
-      };
+      return `describe() threw: ${errorText(thrown, 200)}`;
     }
-    // Not an object: refused when recorded, with the usual reason.
-    if (typeof payload !== 'object' || payload === null) return () => payload;
-    const recorded = this.recordedPayload(type, payload, id, false);
-    if (typeof recorded === 'string')
-      return () => {
-        throw new StepRefusal(recorded);
-      };
-    return () => recorded.value;
+    return this.prepare(type, payload, id, false);
+  }
+
+  /** Records a step prepared by prepareStep. */
+  recordPrepared(
+    type: EventType,
+    prepared: PreparedPayload | string,
+    times: ResolvedFields,
+    id: string,
+    sequence: number,
+  ): void {
+    try {
+      if (typeof prepared === 'string') {
+        this.refuse(type, prepared);
+        return;
+      }
+      this.addPrepared(type, prepared, undefined, id, sequence, times.startedAtMs, times);
+    } catch (internal) {
+      this.internalError('step', internal);
+    }
   }
 
   /** Records an ended step (SessionStep.end): its times are numbers already, no Date made. */
@@ -484,12 +501,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       try {
         payload = build();
       } catch (thrown) {
-        this.refuse(
-          type,
-          thrown instanceof StepRefusal
-            ? thrown.reason
-            : `describe() threw: ${errorText(thrown, 200)}`,
-        );
+        this.refuse(type, `describe() threw: ${errorText(thrown, 200)}`);
         return;
       }
       this.add(type, payload, undefined, id, sequence, times.startedAtMs, times, own);
@@ -572,35 +584,56 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     times?: ResolvedFields,
     own = false,
   ): boolean {
-    if (this.traceStatus !== 'running') {
-      this.host.warnings.throttled(
-        `after-end:${this.traceId}`,
-        WARN_INTERVAL_MS,
-        'an event recorded after the session ended is ignored',
-        { traceId: this.traceId, type },
-      );
-      return false;
-    }
-    let event: RecordedEvent;
-    let totals: EventTotals;
+    if (this.traceStatus !== 'running') return this.refuseAfterEnd(type);
+    const prepared = this.prepare(type, payload, id, own);
+    if (typeof prepared === 'string') return this.refuse(type, prepared);
+    return this.addPrepared(type, prepared, fields, id, sequence, now, times);
+  }
+
+  /**
+   * Checks a payload, copies it (unless it is the instrumentation's own) and reads its totals,
+   * or says why it is refused. Everything read from the host's objects is read here, inside one
+   * guard: a getter or Proxy trap that throws refuses the event.
+   */
+  private prepare(
+    type: EventType,
+    payload: unknown,
+    id: string,
+    own: boolean,
+  ): PreparedPayload | string {
     try {
       if (typeof payload !== 'object' || payload === null || !isPayloadOf(type, payload))
-        return this.refuse(
-          type,
-          `payload is not a valid ${type} payload: ${payloadProblem(type, payload)}`,
-        );
+        return `payload is not a valid ${type} payload: ${payloadProblem(type, payload)}`;
       const recorded = this.recordedPayload(type, payload, id, own);
-      if (typeof recorded === 'string') return this.refuse(type, recorded);
-      const made = this.eventOf(type, recorded, id, sequence, now, fields, times);
+      if (typeof recorded === 'string') return recorded;
+      const totals = totalsOf(type, payload);
+      if (typeof totals === 'string') return totals;
+      return { recorded, totals };
+    } catch (error) {
+      return `reading the payload or its fields threw: ${errorText(error, 200)}`;
+    }
+  }
+
+  /** The event of a prepared payload, timed, aggregated and handed to the buffer. */
+  private addPrepared(
+    type: EventType,
+    prepared: PreparedPayload,
+    fields: EventFields | undefined,
+    id: string,
+    sequence: number,
+    now: number,
+    times?: ResolvedFields,
+  ): boolean {
+    if (this.traceStatus !== 'running') return this.refuseAfterEnd(type);
+    let event: RecordedEvent;
+    try {
+      const made = this.eventOf(type, prepared.recorded, id, sequence, now, fields, times);
       if (typeof made === 'string') return this.refuse(type, made);
       event = made;
-      const read = totalsOf(type, payload);
-      if (typeof read === 'string') return this.refuse(type, read);
-      totals = read;
     } catch (error) {
       return this.refuse(type, `reading the payload or its fields threw: ${errorText(error, 200)}`);
     }
-    this.aggregate(type, totals);
+    this.aggregate(type, prepared.totals);
     this.host.accept(this, event);
     return true;
   }
@@ -737,6 +770,16 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
       default:
         this.aggregates.addOther();
     }
+  }
+
+  private refuseAfterEnd(type: EventType): false {
+    this.host.warnings.throttled(
+      `after-end:${this.traceId}`,
+      WARN_INTERVAL_MS,
+      'an event recorded after the session ended is ignored',
+      { traceId: this.traceId, type },
+    );
+    return false;
   }
 
   private refuse(type: EventType, reason: string): false {

@@ -16,7 +16,7 @@ export interface RecordedSession {
 }
 
 export function recordedSession(
-  settings: { enabled?: boolean } = {},
+  settings: { enabled?: boolean; maxEventBytes?: number } = {},
   env: Record<string, string | undefined> = {},
 ): RecordedSession {
   const transport = new ScriptedTransport();

@@ -46,6 +46,21 @@ afterEach(async () => {
 });
 
 describe('observeMcpClient', () => {
+  it('records a call whose payload is over maxEventBytes with a truncation marker, not dropped', async () => {
+    const client = await connected((server) =>
+      server.registerTool('dump', { description: 'A big answer' }, async () => ({
+        content: [{ type: 'text', text: 'x'.repeat(4_000) }],
+      })),
+    );
+    const recorded = recordedSession({ maxEventBytes: 1_024 });
+    await observeMcpClient(client, recorded.session).callTool({ name: 'dump' });
+    const [event, ...more] = await recorded.events();
+    expect(more).toEqual([]);
+    expect(event).toMatchObject({ type: 'mcp_call', status: 'ok' });
+    expect(event?.payload).toMatchObject({ truncated: true });
+    expect(recorded.client.stats().invalidEvents).toBe(0);
+  });
+
   it('records the call as it happened, whatever the caller does with its objects next', async () => {
     // The event waits for the next turn of the event loop, its payload copied when the call
     // ended: the caller reusing its arguments or editing the result changes nothing recorded.
