@@ -276,7 +276,7 @@ class SessionStep<P> implements OpenStep<P>, PendingStep {
     this.prepared = undefined;
     try {
       if (build !== undefined)
-        this.session.endStep(this.type, build, times, this.eventId, this.sequence, true);
+        this.session.endStep(this.type, build, times, this.eventId, this.sequence);
       else if (prepared !== undefined)
         this.session.recordPrepared(this.type, prepared, times, this.eventId, this.sequence);
     } catch {
@@ -487,14 +487,16 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     }
   }
 
-  /** Records an ended step (SessionStep.end): its times are numbers already, no Date made. */
+  /**
+   * Records an ended step whose payload is the instrumentation's own (SessionStep.record): its
+   * times are numbers already, no Date made.
+   */
   endStep(
     type: EventType,
     build: () => unknown,
     times: ResolvedFields,
     id: string,
     sequence: number,
-    own: boolean,
   ): void {
     try {
       let payload: unknown;
@@ -504,7 +506,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
         this.refuse(type, `describe() threw: ${errorText(thrown, 200)}`);
         return;
       }
-      this.add(type, payload, undefined, id, sequence, times.startedAtMs, times, own);
+      this.add(type, payload, undefined, id, sequence, times.startedAtMs, times, true);
     } catch (internal) {
       this.internalError('step', internal);
     }

@@ -38,11 +38,11 @@ export function currentStepOf(traceId: string): string | null {
 
 /**
  * How the instrumentations open a step on a session of this package: the event's id, sequence
- * number, parent and start are taken now, and the end when `end` is called. A step of the
- * instrumentation's own payload (`own`) is then recorded on the next turn of the event loop, any
- * other at once; either way, before anything reads the session or its client (ending the
- * session right after loses nothing; see pending-steps.ts). Not part of the public API: a
- * session of another make is driven through `timed`.
+ * number, parent and start are taken now, and the end when `end` is called. The step is then
+ * recorded on the next turn of the event loop — a payload that is not the instrumentation's own
+ * (`own`) built, checked and copied at `end` already — and in any case before anything reads the
+ * session or its client (ending the session right after loses nothing; see pending-steps.ts).
+ * Not part of the public API: a session of another make is driven through `timed`.
  */
 export const OPEN_STEP: unique symbol = Symbol('flightlog.openStep');
 
