@@ -61,7 +61,9 @@ export function recordStainlessCall(
   }
   if (step === undefined || record === undefined) return Reflect.apply(original, thisArg, args);
   const call = record;
-  const started = step;
+  // The event is recorded a turn after the call ends; a `costUsd` of the host's is asked when it
+  // ends all the same (seeing its state and its request as they were then).
+  const started = options.costUsd === undefined ? step : builtAtEnd(step);
   const payload = (): LlmCallPayload => llmCallPayload(call, options);
   let result: unknown;
   try {
@@ -94,6 +96,35 @@ export function recordStainlessCall(
     // An instrumentation bug costs the event, never the host's call.
   }
   return result;
+}
+
+/** `step`, whose payload is built the moment it ends rather than when it is recorded. */
+function builtAtEnd<P>(step: ObservedStep<P>): ObservedStep<P> {
+  const now = (build: () => P): (() => P) => {
+    try {
+      const payload = build();
+      return () => payload;
+    } catch (error) {
+      // Thrown again when the step is recorded: refused then, as any builder that throws.
+      return () => {
+        throw error;
+      };
+    }
+  };
+  return {
+    get eventId() {
+      return step.eventId;
+    },
+    get ended() {
+      return step.ended;
+    },
+    ok: (build) => {
+      if (!step.ended) step.ok(now(build));
+    },
+    fail: (build, error) => {
+      if (!step.ended) step.fail(now(build), error);
+    },
+  };
 }
 
 function watchStream(

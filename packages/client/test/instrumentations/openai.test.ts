@@ -114,6 +114,41 @@ describe('observeOpenAI: chat.completions.create', () => {
     });
   });
 
+  it('asks costUsd when the call ends, as it was then, not when its event is recorded', async () => {
+    replying(openAIChat({ usage: { input: 12, output: 5 } }));
+    const recorded = recordedSession();
+    let rate = 1;
+    const asked: { messages: number; model: unknown }[] = [];
+    const openai = observeOpenAI(sdk(), recorded.session, {
+      costUsd: ({ request }) => {
+        const body = request as { messages: unknown[]; model: unknown };
+        asked.push({ messages: body.messages.length, model: body.model });
+        return rate;
+      },
+    });
+    const body: OpenAI.ChatCompletionCreateParamsNonStreaming = {
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'Say hello' }],
+    };
+    const completion = await openai.chat.completions.create(body);
+    rate = 2;
+    body.messages.push(completion.choices[0]!.message);
+    body.model = 'gpt-4o';
+    replying(openAIChatStream({ usage: { input: 3, output: 2 } }));
+    const stream = await openai.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'Say hello' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    for await (const _chunk of stream) void _chunk;
+    rate = 3;
+    const events = await recorded.events();
+    expect(events.map((e) => (e.payload as { costUsd: number }).costUsd)).toEqual([1, 2]);
+    expect(asked[0]).toEqual({ messages: 1, model: 'gpt-4o-mini' });
+    expect(asked).toHaveLength(2);
+  });
+
   it('records the tool calls the model asked for, and prices cached input tokens apart', async () => {
     replying(
       openAIChat({
