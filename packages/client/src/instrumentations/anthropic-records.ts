@@ -136,8 +136,12 @@ function anthropicUsage(usage: unknown, outputOverride?: number): LlmUsage | und
 function usageNumbers(usage: unknown): Record<string, number> | undefined {
   if (typeof usage !== 'object' || usage === null) return undefined;
   const numbers: Record<string, number> = {};
-  for (const [key, value] of Object.entries(usage))
+  // Keys, not entries: read twice per stream, where a pair array per field showed in profiles.
+  const fields = usage as Record<string, unknown>;
+  for (const key of Object.keys(fields)) {
+    const value = fields[key];
     if (typeof value === 'number') numbers[key] = value;
+  }
   return numbers;
 }
 
@@ -156,6 +160,18 @@ interface StreamEvent {
   type?: unknown;
   index?: unknown;
   delta?: unknown;
+  message?: unknown;
+  content_block?: unknown;
+  usage?: unknown;
+  error?: unknown;
+}
+interface StartedMessage {
+  id?: unknown;
+  model?: unknown;
+  usage?: unknown;
+}
+interface MessageDelta {
+  stop_reason?: unknown;
 }
 interface BlockDelta {
   type?: unknown;
@@ -190,27 +206,26 @@ export class AnthropicStreamAccumulator implements StreamReader {
         if (call !== undefined) call.arguments += typeof json === 'string' ? json : '';
       }
     } else if (type === 'message_start') {
-      const started = field(event, 'message');
-      const model = field(started, 'model');
+      const { id, model, usage } = fieldsOf<StartedMessage>(event.message);
       if (typeof model === 'string' && model !== '') this.record.model = model;
       // Copied now: the event is the caller's, and the call is recorded a turn later.
-      this.startUsage = usageNumbers(field(started, 'usage'));
-      const id = field(started, 'id');
+      this.startUsage = usageNumbers(usage);
       if (typeof id === 'string') this.record.extra = { responseId: id };
     } else if (type === 'content_block_start') {
-      const block = field(event, 'content_block');
-      if (field(block, 'type') === 'tool_use')
+      const { type: blockType, id, name } = fieldsOf<BlockShape>(event.content_block);
+      if (blockType === 'tool_use')
         this.blocks.set(count(event.index), {
-          id: text(field(block, 'id')),
-          name: text(field(block, 'name'), 'tool'),
+          id: text(id),
+          name: text(name, 'tool'),
           arguments: '',
         });
     } else if (type === 'message_delta') {
-      const stop = field(event.delta, 'stop_reason');
+      const stop = fieldsOf<MessageDelta>(event.delta).stop_reason;
       if (typeof stop === 'string') this.record.finishReason = stop;
-      this.deltaUsage = usageNumbers(field(event, 'usage'));
+      const usage = usageNumbers(event.usage);
+      this.deltaUsage = usage;
       // The usage of message_delta is cumulative.
-      const output = field(this.deltaUsage, 'output_tokens');
+      const output = usage?.['output_tokens'];
       if (typeof output === 'number') this.outputTokens = count(output);
     } else if (type === 'message_stop') {
       this.finished = true;

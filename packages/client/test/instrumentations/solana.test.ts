@@ -124,6 +124,31 @@ describe('observeSolanaConnection against a Solana runtime (LiteSVM behind JSON-
     expect(lastTrace(recorded)).toMatchObject({ totalLamports: '0', chainTxCount: 1 });
   });
 
+  it('records a refused send as it was, though the caller re-signs the transaction and edits the error at once', async () => {
+    const recorded = recordedSession();
+    const payer = await funded(1);
+    const tx = transfer(payer, Keypair.generate().publicKey, 5 * LAMPORTS_PER_SOL);
+    const connection = observeSolanaConnection(connect(), recorded.session);
+    const error = (await connection.sendTransaction(tx, [payer]).catch((e: unknown) => e)) as {
+      message: string;
+      logs: string[];
+    };
+    const refusedSignature = base58(tx.signature as Uint8Array);
+    const logs = [...error.logs];
+    // What a retrying agent does in the same turn: a new blockhash, signed anew, and the
+    // error's logs trimmed for its own report.
+    tx.recentBlockhash = Keypair.generate().publicKey.toBase58();
+    tx.sign(payer);
+    error.logs.length = 0;
+    error.message = 'edited afterwards';
+    expect(base58(tx.signature as Uint8Array)).not.toBe(refusedSignature);
+    recorded.session.end();
+    const [event] = await recorded.events();
+    expect(event?.errorMessage).not.toBe('edited afterwards');
+    expect(event?.errorMessage).toContain('insufficient');
+    expect(event?.payload).toMatchObject({ signature: refusedSignature, logs });
+  });
+
   it('records concurrent sends once each, with exact totals', async () => {
     const recorded = recordedSession();
     const connection = observeSolanaConnection(connect(), recorded.session);
