@@ -477,6 +477,13 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     sequence: number,
   ): void {
     try {
+      // Ended first, refused second, as a step recorded at once: a step that ends after the
+      // session did is told as such, not counted invalid (finish() settles waiting steps before
+      // the status changes, so one that finds it ended here ended after the session).
+      if (this.traceStatus !== 'running') {
+        this.refuseAfterEnd(type);
+        return;
+      }
       if (typeof prepared === 'string') {
         this.refuse(type, prepared);
         return;

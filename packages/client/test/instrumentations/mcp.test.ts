@@ -80,6 +80,21 @@ describe('observeMcpClient', () => {
     });
   });
 
+  it('tells a call that ends after the session ended as such, though its payload would be refused', async () => {
+    const client = await connected();
+    const recorded = recordedSession();
+    const mcp = observeMcpClient(client, recorded.session);
+    let deep: unknown = 'leaf';
+    for (let i = 0; i < 70; i++) deep = { d: deep };
+    const call = mcp.callTool({ name: 'get_balance', arguments: { wallet: 'abc', deep } });
+    recorded.session.end();
+    await call.catch(() => undefined);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(recorded.logger.matching('after the session ended').length).toBeGreaterThan(0);
+    expect(recorded.logger.matching('nests deeper')).toHaveLength(0);
+    expect(recorded.client.stats().invalidEvents).toBe(0);
+  });
+
   it('records a tool call as mcp_call with the same result as the unwrapped client', async () => {
     const client = await connected();
     const recorded = recordedSession();
