@@ -477,13 +477,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     sequence: number,
   ): void {
     try {
-      // Ended first, refused second, as a step recorded at once: a step that ends after the
-      // session did is told as such, not counted invalid (finish() settles waiting steps before
-      // the status changes, so one that finds it ended here ended after the session).
-      if (this.traceStatus !== 'running') {
-        this.refuseAfterEnd(type);
-        return;
-      }
+      if (this.endedBeforeStep(type)) return;
       if (typeof prepared === 'string') {
         this.refuse(type, prepared);
         return;
@@ -506,6 +500,7 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     sequence: number,
   ): void {
     try {
+      if (this.endedBeforeStep(type)) return;
       let payload: unknown;
       try {
         payload = build();
@@ -517,6 +512,18 @@ export class ActiveSession implements FlightlogSession, SnapshotSource {
     } catch (internal) {
       this.internalError('step', internal);
     }
+  }
+
+  /**
+   * Ended first, refused second, as for a step recorded at once: a step that ends after the
+   * session did is told as such (and its payload not built), not counted invalid. finish()
+   * settles the waiting steps before the status changes, so a step that finds the session ended
+   * when it is recorded ended after it.
+   */
+  private endedBeforeStep(type: EventType): boolean {
+    if (this.traceStatus === 'running') return false;
+    this.refuseAfterEnd(type);
+    return true;
   }
 
   end(options?: EndOptions): void {

@@ -230,7 +230,7 @@ export class AnthropicStreamAccumulator implements StreamReader {
     } else if (type === 'message_stop') {
       this.finished = true;
     } else if (type === 'error') {
-      this.failure = text(field(field(event, 'error'), 'message'), 'the stream reported an error');
+      this.failure = text(field(event.error, 'message'), 'the stream reported an error');
     }
   }
 

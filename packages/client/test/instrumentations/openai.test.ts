@@ -114,6 +114,23 @@ describe('observeOpenAI: chat.completions.create', () => {
     });
   });
 
+  it('tells a call that ends after the session ended as such, though its costUsd throws', async () => {
+    replying(openAIChat({ usage: { input: 12, output: 5 } }));
+    const recorded = recordedSession();
+    const openai = observeOpenAI(sdk(), recorded.session, {
+      costUsd: () => {
+        throw new Error('no price today');
+      },
+    });
+    const call = openai.chat.completions.create({ model: 'gpt-4o-mini', messages });
+    recorded.session.end();
+    await call;
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(recorded.logger.matching('after the session ended').length).toBeGreaterThan(0);
+    expect(recorded.logger.matching('no price today')).toHaveLength(0);
+    expect(recorded.client.stats().invalidEvents).toBe(0);
+  });
+
   it('asks costUsd when the call ends, as it was then, not when its event is recorded', async () => {
     replying(openAIChat({ usage: { input: 12, output: 5 } }));
     const recorded = recordedSession();
