@@ -4,7 +4,8 @@
 // For each engine (PostgreSQL at BENCH_DATABASE_URL, skipped loudly when unreachable; then
 // PGlite, whose commits are fsynced: DATA_DIR_DURABILITY=power-loss, the default; and, when
 // BENCH_ENGINES names it, pglite-process-crash: PGlite with DATA_DIR_DURABILITY=process-crash,
-// no fsync) it starts the built server as a child process on a fresh schema / data directory
+// no fsync; pglite-thread: PGlite with PGLITE_THREAD=worker, the engine on a thread of its own
+// rather than the server's event loop) it starts the built server as a child process on a fresh schema / data directory
 // and creates an agent. For each body mix
 //
 //   large  1 trace + 20 llm_call events of ~400-character messages (~20.8 KB JSON, ~5.9 KB gzip)
@@ -53,7 +54,7 @@
 //
 // Env: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_WARMUP_SECONDS (1), BENCH_TIMEOUT_SECONDS,
 //      BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test), BENCH_ENGINES (postgres,pglite;
-//      also pglite-process-crash),
+//      also pglite-process-crash, pglite-thread),
 //      BENCH_MIXES (large,small), BENCH_SERVER_POOL_SIZE (the server's DATABASE_POOL_SIZE; its own
 //      default when unset), BENCH_SERVER_NODE_ARGS (extra node flags for the server, e.g.
 //      "--cpu-prof --cpu-prof-dir=/tmp/p"; the naive server gets them too), BENCH_SERVER_ENV (K=V,K=V: extra server environment,

@@ -17,7 +17,7 @@ import { createLifecycle, envList, envNumber } from '../support.mjs';
  * @typedef {{ message?: string, stack?: string } | null | undefined} Thrown
  */
 
-/** @typedef {'postgres' | 'pglite' | 'pglite-process-crash'} Engine */
+/** @typedef {'postgres' | 'pglite' | 'pglite-process-crash' | 'pglite-thread'} Engine */
 
 /**
  * The sides an engine's mix is measured on: the service, the naive server (d, PostgreSQL only),
@@ -62,7 +62,12 @@ export const CFG = /** @type {Config} */ ({
   databaseUrl: process.env.BENCH_DATABASE_URL?.trim() || 'postgres://postgres@127.0.0.1:5432/test',
   // envList lets only the allowed names through
   engines: /** @type {Engine[]} */ (
-    envList('BENCH_ENGINES', 'postgres,pglite', ['postgres', 'pglite', 'pglite-process-crash'])
+    envList('BENCH_ENGINES', 'postgres,pglite', [
+      'postgres',
+      'pglite',
+      'pglite-process-crash',
+      'pglite-thread',
+    ])
   ),
   mixes: /** @type {MixName[]} */ (envList('BENCH_MIXES', 'large,small', Object.keys(MIXES))),
   serverPoolSize: envNumber('BENCH_SERVER_POOL_SIZE', 0, 0, 1000) || null,
@@ -78,7 +83,12 @@ export const CFG = /** @type {Config} */ ({
   dbConnections: 8,
   targetRatio: 0.8,
   targetP99Ms: 50,
-  targetRssBytes: { postgres: 250e6, pglite: 350e6, 'pglite-process-crash': 350e6 },
+  targetRssBytes: {
+    postgres: 250e6,
+    pglite: 350e6,
+    'pglite-process-crash': 350e6,
+    'pglite-thread': 350e6,
+  },
 });
 /** What one engine and mix take, in seconds, besides building bodies. */
 const plannedMixSeconds =

@@ -112,7 +112,12 @@ async function engineDatabase(engine, tag, result) {
   if (engine !== 'postgres') {
     const dir = mkdtempSync(join(os.tmpdir(), 'flightlog-bench-server-'));
     lifecycle.onCleanup(() => rmSync(dir, { recursive: true, force: true }));
-    return { DATA_DIR: dir, DATA_DIR_DURABILITY: durabilityOf(engine) };
+    return {
+      DATA_DIR: dir,
+      DATA_DIR_DURABILITY: durabilityOf(engine),
+      // the engine on a thread of its own rather than the server's event loop
+      ...(engine === 'pglite-thread' ? { PGLITE_THREAD: 'worker' } : {}),
+    };
   }
   const url = new URL(CFG.databaseUrl);
   const port = Number(url.port || 5432);

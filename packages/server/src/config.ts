@@ -3,6 +3,7 @@ import { availableParallelism } from 'node:os';
 import { parseEnvelopeKey } from '@flightlog/protocol';
 import { readAnchorKeypair } from './anchoring/anchor-keypair.js';
 import { DATA_DIR_DURABILITIES, type DataDirDurability } from './store/pglite-durability.js';
+import { PGLITE_THREADS, type PgliteThread } from './store/open-store.js';
 import { LIVE_AGENT_BUFFER_MAX_BYTES } from './live/live-bus.js';
 import { LOCAL_OPERATOR } from './first-run/local-secret.js';
 import {
@@ -66,6 +67,8 @@ export interface StoreConfig {
   dataDir: string;
   /** What an acknowledged batch in `dataDir` survives (`DATA_DIR_DURABILITY`). */
   dataDirDurability: DataDirDurability;
+  /** Where PGlite runs (`PGLITE_THREAD`): on the event loop, or on a worker thread of its own. */
+  pgliteThread: PgliteThread;
   databaseUrl: string | undefined;
   databaseSchema: string | undefined;
   /** PostgreSQL connections of a server (`DATABASE_POOL_SIZE`). */
@@ -389,6 +392,22 @@ function dataDirDurability(env: Env): DataDirDurability {
   return value;
 }
 
+/**
+ * `PGLITE_THREAD`: `main` (the default), the embedded engine on the event loop with the
+ * requests, or `worker`, on a thread of its own (see store/pglite-thread-client.ts; not the
+ * default until it measures better than the event loop: docs/performance.md).
+ */
+function pgliteThread(env: Env): PgliteThread {
+  const raw = text(env, 'PGLITE_THREAD');
+  if (raw === undefined) return 'main';
+  const value = PGLITE_THREADS.find((known) => known === raw);
+  if (value === undefined)
+    throw new ConfigError(
+      `PGLITE_THREAD must be main (the embedded engine on the event loop) or worker (on a thread of its own), got "${raw}"`,
+    );
+  return value;
+}
+
 /** The analysis settings, checked together (some only make sense with others). */
 function analysisSettings(env: Env): AnalysisConfig {
   const analysisLeaseMs = integer(env, 'ANALYSIS_LEASE_MS', 60_000, 1_000, 3_600_000);
@@ -545,6 +564,7 @@ export function loadConfig(env: Env = process.env): Config {
     store: {
       dataDir: text(env, 'DATA_DIR') ?? './.flightlog',
       dataDirDurability: dataDirDurability(env),
+      pgliteThread: pgliteThread(env),
       databaseUrl: url(env, 'DATABASE_URL', ['postgres:', 'postgresql:']),
       databaseSchema: schema,
       poolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),

@@ -7,12 +7,17 @@ import { ExportStore } from './export-store.js';
 import { LifecycleStore } from './lifecycle-store.js';
 import { migrate } from './migrate.js';
 import { openPgliteClient } from './pglite-client.js';
+import { openPgliteThreadClient } from './pglite-thread-client.js';
 import type { DataDirDurability } from './pglite-durability.js';
 import { openPostgresClient } from './postgres-client.js';
 import { ShareStore } from './share-store.js';
 import type { SqlClient, StoreEngine } from './sql-client.js';
 import { StatsStore } from './stats-store.js';
 import { TraceStore } from './trace-store.js';
+
+export const PGLITE_THREADS = ['main', 'worker'] as const;
+/** Where the embedded engine runs (see pglite-thread-client.ts). */
+export type PgliteThread = (typeof PGLITE_THREADS)[number];
 
 export interface StoreOptions {
   /** PostgreSQL connection string; when absent the embedded PGlite engine is used. */
@@ -23,6 +28,8 @@ export interface StoreOptions {
   dataDir?: string;
   /** What an acknowledged commit in `dataDir` survives (default `power-loss`: it is fsynced). */
   dataDirDurability?: DataDirDurability;
+  /** Where PGlite runs: on the event loop (the default), or on a thread of its own. */
+  pgliteThread?: PgliteThread;
   poolSize?: number;
   /**
    * PostgreSQL: the longest a statement may run (`statement_timeout`); a database that does not
@@ -81,7 +88,9 @@ export async function openStore(options: StoreOptions): Promise<Store> {
         ...(options.poolSize ? { poolSize: options.poolSize } : {}),
         ...(options.statementTimeoutMs ? { statementTimeoutMs: options.statementTimeoutMs } : {}),
       })
-    : await openPgliteClient(options.dataDir, options.dataDirDurability);
+    : options.pgliteThread === 'worker'
+      ? await openPgliteThreadClient(options.dataDir, options.dataDirDurability)
+      : await openPgliteClient(options.dataDir, options.dataDirDurability);
   try {
     if (options.migrate !== false) await migrate(sql);
   } catch (error) {
@@ -99,8 +108,9 @@ export async function openStore(options: StoreOptions): Promise<Store> {
               maxBatches: options.ingestGroup.maxBatches,
               concurrency: options.ingestGroup.concurrency ?? GROUP_CONCURRENCY[sql.engine],
               maxBytes: GROUP_MAX_BYTES,
-              // PGlite runs each statement on the event loop (see batch-groups.ts)
-              gatherTurn: sql.engine === 'pglite',
+              // PGlite on the event loop runs each statement there (see batch-groups.ts); on
+              // its own thread, batches that come in meanwhile group as on PostgreSQL
+              gatherTurn: sql.engine === 'pglite' && options.pgliteThread !== 'worker',
             },
           }
         : {},

@@ -110,37 +110,66 @@ class PreparedStatements {
 }
 
 /**
- * The embedded engine: PostgreSQL compiled to WASM, in this process. `dataDir` undefined means
+ * The embedded engine: PostgreSQL compiled to WASM, in this thread. `dataDir` undefined means
  * in memory (tests). One process may open a data directory at a time. A commit is as durable
  * as `durability` says (pglite-durability.ts) by the time the call that made it resolves.
+ * (The service runs it on a thread of its own: pglite-thread-client.ts.)
  */
 export async function openPgliteClient(
   dataDir: string | undefined,
   durability: DataDirDurability = 'power-loss',
 ): Promise<SqlClient> {
-  let unlock = () => Promise.resolve();
-  if (dataDir !== undefined) {
-    mkdirSync(dataDir, { recursive: true });
-    const lock = await lockDataDir(dataDir);
-    unlock = () => lock.release();
-  }
-  let db: PGlite;
+  const unlock = await lockPgliteDataDir(dataDir);
   try {
-    db =
-      dataDir === undefined
-        ? await PGlite.create({
-            parsers: PARSERS,
-            extensions: PGLITE_EXTENSIONS,
-            startParams: [...PGLITE_START_PARAMS],
-          })
-        : await openPgliteDataDir(dataDir, durability, {
-            parsers: PARSERS,
-            extensions: PGLITE_EXTENSIONS,
-            loadDataDir: await pgliteTemplateFor(dataDir),
-          });
-    await db.exec(`SET TIME ZONE 'UTC'`);
+    const client = await openPgliteEngine(dataDir, durability, translateDriverError);
+    let closing: Promise<void> | undefined;
+    return {
+      ...client,
+      close() {
+        closing ??= client.close().finally(unlock);
+        return closing;
+      },
+    };
   } catch (error) {
     await unlock();
+    throw error;
+  }
+}
+
+/** Locks `dataDir` for this process (nothing to lock in memory); resolves to its release. */
+export async function lockPgliteDataDir(dataDir: string | undefined): Promise<() => Promise<void>> {
+  if (dataDir === undefined) return () => Promise.resolve();
+  mkdirSync(dataDir, { recursive: true });
+  const lock = await lockDataDir(dataDir);
+  return () => lock.release();
+}
+
+/**
+ * The engine alone, on a data directory its caller has locked. `translate` turns a driver's
+ * error into the store's (translateDriverError); the engine's thread passes them on as they are,
+ * for the thread that called to translate.
+ */
+export async function openPgliteEngine(
+  dataDir: string | undefined,
+  durability: DataDirDurability,
+  translate: (error: unknown) => never,
+): Promise<SqlClient> {
+  const db =
+    dataDir === undefined
+      ? await PGlite.create({
+          parsers: PARSERS,
+          extensions: PGLITE_EXTENSIONS,
+          startParams: [...PGLITE_START_PARAMS],
+        })
+      : await openPgliteDataDir(dataDir, durability, {
+          parsers: PARSERS,
+          extensions: PGLITE_EXTENSIONS,
+          loadDataDir: await pgliteTemplateFor(dataDir),
+        });
+  try {
+    await db.exec(`SET TIME ZONE 'UTC'`);
+  } catch (error) {
+    await db.close();
     throw error;
   }
   const engine = db;
@@ -167,7 +196,7 @@ export async function openPgliteClient(
             prepared.run<Row>(name, sql, params, inTransaction),
           );
         } catch (error) {
-          return translateDriverError(error);
+          return translate(error);
         }
       },
     };
@@ -183,7 +212,7 @@ export async function openPgliteClient(
         try {
           return await engine.transaction((tx) => work(executor(tx, true)));
         } catch (error) {
-          return translateDriverError(error);
+          return translate(error);
         }
       });
     },
@@ -191,7 +220,7 @@ export async function openPgliteClient(
       await inTurn(() => direct.query('SELECT 1'));
     },
     close() {
-      closing ??= (engine.closed ? Promise.resolve() : engine.close()).finally(unlock);
+      closing ??= engine.closed ? Promise.resolve() : engine.close();
       return closing;
     },
   };

@@ -1,6 +1,7 @@
 import { existsSync, fdatasyncSync, fsyncSync, writeSync } from 'node:fs';
 import { open, readdir, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { isMainThread } from 'node:worker_threads';
 import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
 import { NodeFS } from '@electric-sql/pglite/nodefs';
 
@@ -89,6 +90,12 @@ type NodeFsInit = NodeFS['init'];
 
 const DIRECTORY_SYNC_UNSUPPORTED = new Set(['EISDIR', 'EBADF', 'EINVAL', 'EPERM', 'EACCES']);
 
+/**
+ * The exit code of the engine's own thread (pglite-thread.ts) after a failed fsync: there
+ * `process.exit` ends the thread only, and the thread that started it stops the process on it.
+ */
+export const LOST_WRITE_THREAD_EXIT_CODE = 70;
+
 /** See above: the process cannot go on after a failed fsync. Written as a fatal log line. */
 function stopAfterLostWrite(error: unknown): never {
   const line = {
@@ -99,7 +106,7 @@ function stopAfterLostWrite(error: unknown): never {
     msg: 'PGlite could not fsync its data directory; stopping (a restart recovers from the WAL)',
   };
   writeSync(2, `${JSON.stringify(line)}\n`);
-  process.exit(1);
+  process.exit(isMainThread ? 1 : LOST_WRITE_THREAD_EXIT_CODE);
 }
 
 /** PGlite's NodeFS, with an `fsync` that reaches the disk. */

@@ -12,7 +12,11 @@ export type StoreUser = 'server' | 'worker' | 'command';
 export function storeOptionsFrom(config: StoreConfig, user: StoreUser): StoreOptions {
   const where: StoreOptions = config.databaseUrl
     ? { databaseUrl: config.databaseUrl }
-    : { dataDir: config.dataDir, dataDirDurability: config.dataDirDurability };
+    : {
+        dataDir: config.dataDir,
+        dataDirDurability: config.dataDirDurability,
+        pgliteThread: config.pgliteThread,
+      };
   if (config.databaseSchema) where.databaseSchema = config.databaseSchema;
   switch (user) {
     case 'server':

@@ -213,6 +213,8 @@ describe('loadConfig', () => {
     expect(loadConfig({ DATA_DIR_DURABILITY: 'power-loss' }).store.dataDirDurability).toBe(
       'power-loss',
     );
+    expect(loadConfig({}).store.pgliteThread).toBe('main');
+    expect(loadConfig({ PGLITE_THREAD: 'worker' }).store.pgliteThread).toBe('worker');
     expect(loadConfig({}).http.trustProxy).toBe(false);
     expect(loadConfig({ TRUST_PROXY: 'false' }).http.trustProxy).toBe(false);
     expect(loadConfig({ TRUST_PROXY: '2' }).http.trustProxy).toBe(2);
@@ -244,6 +246,7 @@ describe('loadConfig', () => {
     [{ TRUST_PROXY: 'proxy.internal' }, 'TRUST_PROXY'],
     [{ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL'],
     [{ DATA_DIR_DURABILITY: 'off' }, 'DATA_DIR_DURABILITY must be power-loss'],
+    [{ PGLITE_THREAD: 'own' }, 'PGLITE_THREAD must be main'],
     [
       { DATA_DIR_DURABILITY: 'process-crash', DATABASE_URL: 'postgres://u@db:5432/flightlog' },
       'DATA_DIR_DURABILITY applies to the embedded engine only',

@@ -4,7 +4,7 @@ import {
   type EngineLocation,
   type EngineName,
 } from '@flightlog/test-support';
-import { openStore, type Store } from '../../src/store/open-store.js';
+import { openStore, type Store, type StoreOptions } from '../../src/store/open-store.js';
 
 export {
   describeBuses,
@@ -27,9 +27,12 @@ export interface TestStore {
   dispose(): Promise<void>;
 }
 
-export async function openTestStore(engine: EngineName): Promise<TestStore> {
+export async function openTestStore(
+  engine: EngineName,
+  options: Partial<StoreOptions> = {},
+): Promise<TestStore> {
   const location = freshLocation(engine);
-  const store = await openStore({ ...location, poolSize: 4 });
+  const store = await openStore({ ...location, poolSize: 4, ...options });
   return {
     store,
     location,

@@ -1,8 +1,8 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { openStore, type Store } from '../../src/store/open-store.js';
 import type { DataDirDurability } from '../../src/store/pglite-durability.js';
@@ -99,51 +99,72 @@ describe.each<[DataDirDurability, DataDirDurability, object]>([
 
 /**
  * A disk that fails a write-back: the process's fdatasync made to fail with EIO (as the kernel
- * reports a lost write), in a child process that opens the data directory through the built
- * package, commits one row, then tries a second.
+ * reports a lost write) once a marker file exists, in every thread of a child process (loaded
+ * with `--import`, which the engine's own thread inherits), that opens the data directory
+ * through the built package, commits one row, then tries a second.
  */
-const FAILING_DISK = `
+const FAILING_FSYNC = `
 import fs from 'node:fs';
 import { syncBuiltinESMExports } from 'node:module';
-const [dataDir, server] = process.argv.slice(1);
-let failing = false;
 const fdatasyncSync = fs.fdatasyncSync;
 fs.fdatasyncSync = (fd) => {
-  if (!failing) return fdatasyncSync(fd);
+  if (!fs.existsSync(process.env.FAILING_DISK_MARKER)) return fdatasyncSync(fd);
   throw Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
 };
 syncBuiltinESMExports();
+`;
+const FAILING_DISK = `
+import { writeFileSync } from 'node:fs';
+const [dataDir, server, pgliteThread] = process.argv.slice(1);
 const { openStore } = await import(server);
-const store = await openStore({ dataDir, dataDirDurability: 'power-loss' });
+const store = await openStore({ dataDir, dataDirDurability: 'power-loss', pgliteThread });
 await store.sql.query('INSERT INTO agents (id, name) VALUES ($1, $2)', ['dir-acked', 'acked']);
-failing = true;
+writeFileSync(process.env.FAILING_DISK_MARKER, '');
 await store.sql
   .query('INSERT INTO agents (id, name) VALUES ($1, $2)', ['dir-lost', 'lost'])
   .then(() => console.log('the second commit resolved'), (e) => console.log('the second commit failed', e.message));
 console.log('still running');
 `;
 
-describe('PGlite on a data directory whose fsync fails', () => {
-  it('stops the process with a fatal log line; the next start recovers what was acknowledged', async () => {
-    const dataDir = join(root, 'failing-disk');
-    const server = fileURLToPath(new URL('../../dist/index.js', import.meta.url));
-    const child = spawnSync(
-      process.execPath,
-      ['--input-type=module', '-e', FAILING_DISK, dataDir, server],
-      { encoding: 'utf8', timeout: 60_000 },
-    );
-    expect(child.status, child.stderr).toBe(1);
-    // it neither answered the second commit nor carried on
-    expect(child.stdout).toBe('');
-    const fatal = JSON.parse(child.stderr.trim().split('\n').at(-1) ?? '{}');
-    expect(fatal).toMatchObject({ level: 60, err: { message: expect.stringContaining('EIO') } });
-    expect(fatal.msg).toContain('could not fsync');
+describe.each(['worker', 'main'] as const)(
+  'PGlite on its %s thread, on a data directory whose fsync fails',
+  (thread) => {
+    it('stops the process with a fatal log line; the next start recovers what was acknowledged', async () => {
+      const dataDir = join(root, `failing-disk-${thread}`);
+      const server = fileURLToPath(new URL('../../dist/index.js', import.meta.url));
+      const patch = join(root, 'failing-fsync.mjs');
+      writeFileSync(patch, FAILING_FSYNC);
+      const child = spawnSync(
+        process.execPath,
+        [
+          '--import',
+          pathToFileURL(patch).href,
+          '--input-type=module',
+          '-e',
+          FAILING_DISK,
+          dataDir,
+          server,
+          thread,
+        ],
+        {
+          encoding: 'utf8',
+          timeout: 60_000,
+          env: { ...process.env, FAILING_DISK_MARKER: join(root, `failing-disk-${thread}.marker`) },
+        },
+      );
+      expect(child.status, child.stderr).toBe(1);
+      // it neither answered the second commit nor carried on
+      expect(child.stdout).toBe('');
+      const fatal = JSON.parse(child.stderr.trim().split('\n').at(-1) ?? '{}');
+      expect(fatal).toMatchObject({ level: 60, err: { message: expect.stringContaining('EIO') } });
+      expect(fatal.msg).toContain('could not fsync');
 
-    const reopened = await openStore({ dataDir });
-    try {
-      expect(await agentIds(reopened)).toContain('dir-acked');
-    } finally {
-      await reopened.close();
-    }
-  });
-});
+      const reopened = await openStore({ dataDir });
+      try {
+        expect(await agentIds(reopened)).toContain('dir-acked');
+      } finally {
+        await reopened.close();
+      }
+    });
+  },
+);

@@ -5,14 +5,21 @@ import {
   describeEngines,
   describeWithPostgres,
   openTestStore,
+  type EngineName,
   type TestStore,
 } from '../harness/engines.js';
+import type { StoreOptions } from '../../src/store/open-store.js';
 
-// One contract, both engines: whatever the store layer relies on behaves the same.
-describeEngines('SqlClient contract [%s]', (engine) => {
+// One contract, both engines (PGlite on the event loop, the default, and on its own thread):
+// whatever the store layer relies on behaves the same.
+describeEngines('SqlClient contract [%s]', (engine) => contract(engine, {}));
+describe('SqlClient contract [pglite on a thread of its own]', () =>
+  contract('pglite', { pgliteThread: 'worker' }));
+
+function contract(engine: EngineName, options: Partial<StoreOptions>): void {
   let t: TestStore;
   beforeAll(async () => {
-    t = await openTestStore(engine);
+    t = await openTestStore(engine, options);
     await t.store.sql.query(
       'CREATE TABLE contract_probe (id text PRIMARY KEY, n numeric, c bigint)',
     );
@@ -95,13 +102,31 @@ describeEngines('SqlClient contract [%s]', (engine) => {
     expect(row?.n).toBe(8);
   });
 
-  it('answers ping, and closing twice is harmless', async () => {
-    const other = await openTestStore(engine);
+  it('gives a constraint violation back with its SQLSTATE and constraint, in a transaction too', async () => {
+    await t.store.sql.query("INSERT INTO contract_probe (id, n, c) VALUES ('once', 1, 1)");
+    const insertAgain = "INSERT INTO contract_probe (id, n, c) VALUES ('once', 2, 2)";
+    const expected = { code: '23505', constraint: 'contract_probe_pkey' };
+    await expect(t.store.sql.query(insertAgain)).rejects.toMatchObject(expected);
+    await expect(
+      t.store.sql.transaction(async (tx) => {
+        await tx.query("INSERT INTO contract_probe (id, n, c) VALUES ('with-it', 1, 1)");
+        await tx.query(insertAgain);
+      }),
+    ).rejects.toMatchObject(expected);
+    const rows = await t.store.sql.query("SELECT id FROM contract_probe WHERE id = 'with-it'");
+    expect(rows).toHaveLength(0);
+  });
+
+  it('answers ping, and closing twice is harmless; once closed it is unavailable', async () => {
+    const other = await openTestStore(engine, options);
     await expect(other.store.ping()).resolves.toBeUndefined();
     await other.store.close();
+    await expect(other.store.sql.query('SELECT 1')).rejects.toMatchObject({
+      code: 'store-unavailable',
+    });
     await expect(other.dispose()).resolves.toBeUndefined();
   });
-});
+}
 
 describeWithPostgres('PostgreSQL transactions under contention [postgres]', () => {
   let t: TestStore;

@@ -21,16 +21,18 @@ describe('the store every process of one deployment opens', () => {
     }
   });
 
-  it('is the same data directory and durability on the embedded engine', () => {
+  it('is the same data directory, durability and engine thread on the embedded engine', () => {
     const config = loadConfig({
       DATA_DIR: '/var/lib/flightlog',
       DATA_DIR_DURABILITY: 'process-crash',
+      PGLITE_THREAD: 'worker',
     });
     for (const user of ['server', 'worker', 'command'] as const) {
       const options = storeOptionsFrom(config.store, user);
       expect(options).toMatchObject({
         dataDir: '/var/lib/flightlog',
         dataDirDurability: 'process-crash',
+        pgliteThread: 'worker',
       });
       expect(options.databaseUrl).toBeUndefined();
     }
