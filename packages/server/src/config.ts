@@ -378,17 +378,28 @@ function onOff(env: Env, name: string, fallback: boolean): boolean {
  * nothing: PostgreSQL's durability is its own `fsync` and `synchronous_commit`.
  */
 function dataDirDurability(env: Env): DataDirDurability {
-  const raw = text(env, 'DATA_DIR_DURABILITY');
-  if (raw === undefined) return 'power-loss';
-  const value = DATA_DIR_DURABILITIES.find((known) => known === raw);
-  if (value === undefined)
-    throw new ConfigError(
-      `DATA_DIR_DURABILITY must be power-loss (an acknowledged batch is on disk) or process-crash (it survives a crash of the process, not of the machine), got "${raw}"`,
-    );
+  const value = oneOf(
+    env,
+    'DATA_DIR_DURABILITY',
+    DATA_DIR_DURABILITIES,
+    'power-loss (an acknowledged batch is on disk) or process-crash (it survives a crash of the process, not of the machine)',
+  );
   if (value === 'process-crash' && text(env, 'DATABASE_URL') !== undefined)
     throw new ConfigError(
       "DATA_DIR_DURABILITY applies to the embedded engine only; with DATABASE_URL, durability is PostgreSQL's own fsync and synchronous_commit",
     );
+  return value;
+}
+
+/**
+ * One of `known` (the first is the default when `name` is unset); `told` says what each means,
+ * in the error that names any other value.
+ */
+function oneOf<T extends string>(env: Env, name: string, known: readonly T[], told: string): T {
+  const raw = text(env, name);
+  if (raw === undefined) return known[0] as T;
+  const value = known.find((candidate) => candidate === raw);
+  if (value === undefined) throw new ConfigError(`${name} must be ${told}, got "${raw}"`);
   return value;
 }
 
@@ -398,14 +409,12 @@ function dataDirDurability(env: Env): DataDirDurability {
  * default until it measures better than the event loop: docs/performance.md).
  */
 function pgliteThread(env: Env): PgliteThread {
-  const raw = text(env, 'PGLITE_THREAD');
-  if (raw === undefined) return 'main';
-  const value = PGLITE_THREADS.find((known) => known === raw);
-  if (value === undefined)
-    throw new ConfigError(
-      `PGLITE_THREAD must be main (the embedded engine on the event loop) or worker (on a thread of its own), got "${raw}"`,
-    );
-  return value;
+  return oneOf(
+    env,
+    'PGLITE_THREAD',
+    PGLITE_THREADS,
+    'main (the embedded engine on the event loop) or worker (on a thread of its own)',
+  );
 }
 
 /** The analysis settings, checked together (some only make sense with others). */
