@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os';
 import { parseEnvelopeKey } from '@flightlog/protocol';
 import { readAnchorKeypair } from './anchoring/anchor-keypair.js';
 import { DATA_DIR_DURABILITIES, type DataDirDurability } from './store/pglite-durability.js';
-import { PGLITE_THREADS, type PgliteThread } from './store/open-store.js';
+import { PGLITE_THREADS, type PgliteThread } from './store/sql-client.js';
 import { LIVE_AGENT_BUFFER_MAX_BYTES } from './live/live-bus.js';
 import { LOCAL_OPERATOR } from './first-run/local-secret.js';
 import {

@@ -11,13 +11,9 @@ import { openPgliteThreadClient } from './pglite-thread-client.js';
 import type { DataDirDurability } from './pglite-durability.js';
 import { openPostgresClient } from './postgres-client.js';
 import { ShareStore } from './share-store.js';
-import type { SqlClient, StoreEngine } from './sql-client.js';
+import type { PgliteThread, SqlClient, StoreEngine } from './sql-client.js';
 import { StatsStore } from './stats-store.js';
 import { TraceStore } from './trace-store.js';
-
-export const PGLITE_THREADS = ['main', 'worker'] as const;
-/** Where the embedded engine runs (see pglite-thread-client.ts). */
-export type PgliteThread = (typeof PGLITE_THREADS)[number];
 
 export interface StoreOptions {
   /** PostgreSQL connection string; when absent the embedded PGlite engine is used. */

@@ -113,7 +113,7 @@ class PreparedStatements {
  * The embedded engine: PostgreSQL compiled to WASM, in this thread. `dataDir` undefined means
  * in memory (tests). One process may open a data directory at a time. A commit is as durable
  * as `durability` says (pglite-durability.ts) by the time the call that made it resolves.
- * (The service runs it on a thread of its own: pglite-thread-client.ts.)
+ * (`PGLITE_THREAD=worker` runs it on a thread of its own instead: pglite-thread-client.ts.)
  */
 export async function openPgliteClient(
   dataDir: string | undefined,

@@ -7,6 +7,7 @@ import type {
   CrossedError,
   PgliteReply,
   PgliteRequest,
+  PgliteRows,
   PgliteThreadData,
 } from './pglite-thread.js';
 import type { SqlClient, SqlExecutor } from './sql-client.js';
@@ -72,14 +73,36 @@ export async function openPgliteThreadClient(
     opened = { resolve, reject };
   });
 
-  worker.on('message', (reply: PgliteReply) => {
-    const call = reply.id === 0 ? opened : calls.get(reply.id);
+  /** The call whose rows are the next message (see PgliteReply). */
+  let rowsOf: number | undefined;
+  const settle = (id: number, outcome: { rows: unknown[] | undefined } | { error: Error }) => {
+    const call = id === 0 ? opened : calls.get(id);
     if (call === undefined) return;
-    calls.delete(reply.id);
+    calls.delete(id);
     // An idle engine does not keep the process alive; one that is answering a call does.
     if (calls.size === 0) worker.unref();
-    if (reply.ok) call.resolve(reply.rows);
-    else call.reject(restored(reply.error));
+    if ('error' in outcome) call.reject(outcome.error);
+    else call.resolve(outcome.rows);
+  };
+  worker.on('message', (message: PgliteReply | PgliteRows) => {
+    if (rowsOf !== undefined) {
+      const id = rowsOf;
+      rowsOf = undefined;
+      const rows = message as PgliteRows;
+      settle(id, 'rows' in rows ? { rows: rows.rows } : { error: restored(rows.error) });
+      return;
+    }
+    const reply = message as PgliteReply;
+    if (!reply.ok) settle(reply.id, { error: restored(reply.error) });
+    else if (reply.rowsFollow) rowsOf = reply.id;
+    else settle(reply.id, { rows: undefined });
+  });
+  // Rows this thread cannot take in: that call fails, the others go on.
+  worker.on('messageerror', (error) => {
+    if (rowsOf === undefined) return;
+    const id = rowsOf;
+    rowsOf = undefined;
+    settle(id, { error: new Error(`rows that cannot reach this thread: ${error.message}`) });
   });
   const gone = (why: string) => {
     closedWith ??= new Error(`PGlite is closed: its thread ${why}`);

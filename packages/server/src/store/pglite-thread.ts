@@ -30,9 +30,17 @@ export interface CrossedError {
   fields: Record<string, string | number | boolean>;
 }
 
-/** The answer to one request; the first message of all (`id` 0) says whether the engine opened. */
+/**
+ * The answer to one request; the first message of all (`id` 0) says whether the engine opened.
+ * Rows come in a message of their own right after `rowsFollow` (a PgliteRows): a value this
+ * thread can send but the calling one cannot take in (JSON nested thousands of levels: that
+ * thread's stack is smaller) is then known to be that call's.
+ */
 export type PgliteReply =
-  { id: number; ok: true; rows?: unknown[] } | { id: number; ok: false; error: CrossedError };
+  { id: number; ok: true; rowsFollow?: true } | { id: number; ok: false; error: CrossedError };
+
+/** The message after a reply with `rowsFollow`: its rows, or why they could not be sent. */
+export type PgliteRows = { rows: unknown[] } | { error: CrossedError };
 
 export function crossedError(error: unknown): CrossedError {
   if (!(error instanceof Error)) return { name: 'Error', message: String(error), fields: {} };
@@ -56,6 +64,14 @@ async function serve(): Promise<void> {
   if (port === null) throw new Error('pglite-thread runs as a worker thread');
   const { dataDir, durability } = workerData as PgliteThreadData;
   const reply = (message: PgliteReply) => port.postMessage(message);
+  const sendRows = (id: number, rows: unknown[]) => {
+    reply({ id, ok: true, rowsFollow: true });
+    try {
+      port.postMessage({ rows } satisfies PgliteRows);
+    } catch (error) {
+      port.postMessage({ error: crossedError(error) } satisfies PgliteRows);
+    }
+  };
   let client: SqlClient;
   try {
     client = await openPgliteEngine(dataDir, durability, rethrow);
@@ -68,7 +84,7 @@ async function serve(): Promise<void> {
 
   const answer = (id: number, work: Promise<unknown[] | undefined>) => {
     work.then(
-      (rows) => reply(rows === undefined ? { id, ok: true } : { id, ok: true, rows }),
+      (rows) => (rows === undefined ? reply({ id, ok: true }) : sendRows(id, rows)),
       (error: unknown) => reply({ id, ok: false, error: crossedError(error) }),
     );
   };

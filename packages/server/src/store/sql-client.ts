@@ -5,6 +5,10 @@ export interface SqlExecutor {
 
 export type StoreEngine = 'pglite' | 'postgres';
 
+export const PGLITE_THREADS = ['main', 'worker'] as const;
+/** Where the embedded engine runs: the event loop, or a thread of its own (pglite-thread-client.ts). */
+export type PgliteThread = (typeof PGLITE_THREADS)[number];
+
 /**
  * The storage engine boundary. Flightlog speaks one SQL dialect; the two implementations
  * (pglite-client.ts, postgres-client.ts) differ only in how they connect and run transactions.

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { PgliteThread } from '../../src/store/open-store.js';
+import type { PgliteThread } from '../../src/store/sql-client.js';
 import { openTestStore } from '../harness/engines.js';
 
 /**
@@ -41,6 +41,23 @@ describe('PGlite on a thread of its own', () => {
       }
     },
   );
+
+  it('fails only the call whose rows are too deeply nested to reach this thread, and goes on', async () => {
+    const t = await openTestStore('pglite', { pgliteThread: 'worker' });
+    try {
+      // 20,000 levels: the engine's thread parses them, this thread's smaller stack cannot
+      // take them in (it used to wait for that answer for ever)
+      const deep = t.store.sql.query(
+        `SELECT (repeat('[', 20000) || repeat(']', 20000))::json AS j`,
+      );
+      const beside = t.store.sql.query<{ n: number }>('SELECT 1 AS n');
+      await expect(deep).rejects.toThrow(/Maximum call stack size exceeded/);
+      await expect(beside).resolves.toEqual([{ n: 1 }]);
+      await expect(t.store.sql.query('SELECT 2 AS n')).resolves.toEqual([{ n: 2 }]);
+    } finally {
+      await t.dispose();
+    }
+  });
 
   it('keeps a process alive while a call waits for its answer, and not once it is idle', () => {
     const server = fileURLToPath(new URL('../../dist/index.js', import.meta.url));
