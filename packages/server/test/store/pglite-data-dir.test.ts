@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -22,7 +22,24 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 const SETTINGS = `SELECT current_setting('fsync') AS fsync,
   current_setting('wal_sync_method') AS "walSyncMethod",
   current_setting('synchronous_commit') AS "synchronousCommit",
-  current_setting('shared_buffers') AS "sharedBuffers"`;
+  current_setting('shared_buffers') AS "sharedBuffers",
+  current_setting('wal_init_zero') AS "walInitZero"`;
+
+interface WalSegment {
+  name: string;
+  size: number;
+  allocated: number;
+}
+
+function walSegments(dataDir: string): WalSegment[] {
+  const wal = join(dataDir, 'pg_wal');
+  return readdirSync(wal)
+    .filter((name) => /^[0-9A-F]{24}$/.test(name))
+    .map((name) => {
+      const { size, blocks } = statSync(join(wal, name));
+      return { name, size, allocated: blocks * 512 };
+    });
+}
 
 async function agentIds(store: Store): Promise<string[]> {
   const rows = await store.sql.query<{ id: string }>(
@@ -50,9 +67,19 @@ describe.each<[DataDirDurability, DataDirDurability, object]>([
   [
     'power-loss',
     'process-crash',
-    { fsync: 'on', walSyncMethod: 'fsync', synchronousCommit: 'on', sharedBuffers: '32MB' },
+    {
+      fsync: 'on',
+      walSyncMethod: 'fsync',
+      synchronousCommit: 'on',
+      sharedBuffers: '32MB',
+      walInitZero: 'off',
+    },
   ],
-  ['process-crash', 'power-loss', { fsync: 'off', synchronousCommit: 'on', sharedBuffers: '32MB' }],
+  [
+    'process-crash',
+    'power-loss',
+    { fsync: 'off', synchronousCommit: 'on', sharedBuffers: '32MB', walInitZero: 'off' },
+  ],
 ])('PGlite on a data directory, DATA_DIR_DURABILITY=%s', (durability, other, settings) => {
   const dataDir = join(root, durability);
 
@@ -61,6 +88,33 @@ describe.each<[DataDirDurability, DataDirDurability, object]>([
     try {
       const [row] = await store.sql.query(SETTINGS);
       expect(row).toMatchObject(settings);
+    } finally {
+      await store.close();
+    }
+  });
+
+  // A new 16 MB segment was written whole with zeros (and synced) by the statement that needed
+  // it: ~90 ms of one ingest statement on the event loop every 16 MB of WAL, the p99 at half rate.
+  it('starts a new WAL segment without writing it whole first', async () => {
+    const store = await openStore({ dataDir, dataDirDurability: durability });
+    try {
+      const before = new Set(walSegments(dataDir).map((segment) => segment.name));
+      // ~18 MB of WAL, in commits of ~1 MB: past at least one segment's end
+      await store.sql.query(`CREATE TABLE wal_filler (text text)`);
+      for (let i = 0; i < 18; i++) {
+        await store.sql.query(
+          `/* unprepared */ INSERT INTO wal_filler
+           SELECT md5(n::text) || repeat(chr(65 + n % 26), 990) FROM generate_series(1, 1000) n`,
+        );
+      }
+      await store.sql.query(`DROP TABLE wal_filler`);
+      const added = walSegments(dataDir).filter((segment) => !before.has(segment.name));
+      expect(added.length).toBeGreaterThan(0);
+      for (const segment of added) {
+        expect(segment.size, segment.name).toBe(16 * 1024 * 1024);
+        // what the file holds on disk: what was written to it, not 16 MB of zeros
+        expect(segment.allocated, segment.name).toBeLessThan(15 * 1024 * 1024);
+      }
     } finally {
       await store.close();
     }
