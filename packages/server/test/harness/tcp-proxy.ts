@@ -45,6 +45,7 @@ export class TcpProxy {
 
   /** Holds every byte in both directions; the connections stay open. */
   stall(): void {
+    if (this.stalled) return;
     this.stalled = true;
     // unpiped as well as paused: a pipe resumes its source whenever its destination drains
     for (const [client, upstream] of this.pairs) {
@@ -55,8 +56,12 @@ export class TcpProxy {
     }
   }
 
-  /** Lets what was held back flow on. */
+  /**
+   * Lets what was held back flow on. Does nothing unless stalled: piping a connection twice
+   * would deliver every byte twice (a Redis client then reads a reply it never asked for).
+   */
   release(): void {
+    if (!this.stalled) return;
     this.stalled = false;
     for (const pair of this.pairs) connect(pair);
   }
