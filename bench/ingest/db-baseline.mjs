@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { WRITE_BATCH, checkWritten, writeBatchParams } from '../batch-statement.mjs';
+import { paced } from '../load.mjs';
 import { percentiles } from '../support.mjs';
 import { CFG, lifecycle } from './config.mjs';
 
@@ -135,6 +136,53 @@ export async function runDbBaseline(baseline, agentId, items, seconds) {
     ok,
     errors,
     itemsBuiltDuringRun: items.madeDuringRun,
+  };
+}
+
+/**
+ * The same write, paced: `rate` batches a second for `seconds`, each latency counted from the
+ * moment it was due (as the paced HTTP sender counts the service's). What the database alone
+ * gives at the rate the service's half-rate p99 is measured at: the floor of that p99 on this
+ * machine, its commits and its disk included.
+ * @param {Baseline} baseline
+ * @param {string} agentId
+ * @param {import('../ingest-bodies.mjs').OneShotPool<Batch>} items
+ * @param {number} seconds
+ * @param {number} rate
+ * @returns {Promise<import('./http-load.mjs').PacedRun>}
+ */
+export async function runPacedDbBaseline(baseline, agentId, items, seconds, rate) {
+  /** @type {number[]} */
+  const latencies = [];
+  const tally = { ok: 0, non2xx: 0, errors: 0, sent: 0 };
+  let events = 0;
+  /** @type {Set<Promise<void>>} */
+  const pending = new Set();
+  const start = await paced(rate, Math.ceil(seconds * rate), (_i, due) => {
+    const batch = items.next();
+    tally.sent++;
+    const done = baseline.write(agentId, batch).then(
+      () => {
+        tally.ok++;
+        events += batch.item.events.length;
+        latencies.push(performance.now() - due);
+      },
+      () => void tally.errors++,
+    );
+    pending.add(done);
+    done.then(() => pending.delete(done));
+  });
+  await Promise.all(pending);
+  const elapsed = (performance.now() - start) / 1000;
+  const stats = percentiles(latencies);
+  return {
+    targetRate: rate,
+    batchesPerSec: tally.ok / elapsed,
+    eventsPerSec: events / elapsed,
+    p50Ms: stats.p50,
+    p99Ms: stats.p99,
+    maxMs: stats.max,
+    ...tally,
   };
 }
 

@@ -4,7 +4,7 @@
 import { MIXES, OneShotPool, createBatchMaker, createBodyPool } from '../ingest-bodies.mjs';
 import { cpuMsOf, median, pidsNamed } from '../support.mjs';
 import { CFG, ulid } from './config.mjs';
-import { runDbBaseline } from './db-baseline.mjs';
+import { runDbBaseline, runPacedDbBaseline } from './db-baseline.mjs';
 import { runAutocannon, runPaced } from './http-load.mjs';
 import { peakRss, resetPeakRss, scrapeMetrics } from './servers.mjs';
 
@@ -187,6 +187,7 @@ function checkHttpRun(label, r) {
  * @property {number} rate
  * @property {HttpRun & { targetRate: number }} autocannon
  * @property {PacedRun} paced
+ * @property {PacedRun} dbPaced the database baseline's write alone, paced at the same rate
  * @property {{ autocannon: boolean, paced: boolean }} meetsP99Target
  */
 
@@ -360,14 +361,16 @@ function ratiosOf(medians, rounds) {
 }
 
 /**
- * The service at half its median rate, with autocannon's overallRate and the paced sender.
+ * The service at half its median rate, with autocannon's overallRate and the paced sender, then
+ * the database baseline's write paced at the same rate: the p99 the database alone has there.
+ * @param {MixContext} ctx
  * @param {MixLoad} load
  * @param {number} rate
- * @param {(warning: string) => void} warn
  * @returns {Promise<HalfRate>}
  */
-async function measureHalfRate(load, rate, warn) {
-  const { mixName, bodies, targets, options } = load;
+async function measureHalfRate(ctx, load, rate) {
+  const { warn } = ctx;
+  const { mixName, bodies, items, targets, options } = load;
   await bodies.fill(poolFor(rate, CFG.seconds));
   const ac = await runAutocannon(targets.service, bodies, CFG.seconds, {
     ...options,
@@ -384,10 +387,22 @@ async function measureHalfRate(load, rate, warn) {
   if (paced.non2xx + paced.errors > 0)
     warn(`${mixName} half-rate paced: ${paced.non2xx} non-2xx, ${paced.errors} errors`);
   console.log(`   ${mixName} half-rate ${rate}/s paced       ${fmtRun('service', paced)}`);
+  await items.fill(poolFor(rate, CFG.seconds));
+  const dbPaced = await runPacedDbBaseline(
+    ctx.baseline,
+    ctx.baselineAgentId,
+    items,
+    CFG.seconds,
+    rate,
+  );
+  items.drain();
+  if (dbPaced.errors > 0) warn(`${mixName} half-rate db paced: ${dbPaced.errors} failed writes`);
+  console.log(`   ${mixName} half-rate ${rate}/s db paced    ${fmtRun('db', dbPaced)}`);
   return {
     rate,
     autocannon: { ...ac, targetRate: rate },
     paced,
+    dbPaced,
     meetsP99Target: {
       autocannon: ac.p99Ms !== null && ac.p99Ms < CFG.targetP99Ms,
       paced: paced.p99Ms !== null && paced.p99Ms < CFG.targetP99Ms,
@@ -427,7 +442,7 @@ export async function benchMix(ctx, mixName) {
     result.ratios = ratiosOf(result.median, result.rounds);
     result.meetsRatioTarget = result.ratios.serviceVsDb >= CFG.targetRatio;
     const rate = Math.max(1, Math.round(result.median.service.batchesPerSec / 2));
-    result.halfRate = await measureHalfRate(load, rate, ctx.warn);
+    result.halfRate = await measureHalfRate(ctx, load, rate);
     const end = await scrapeMetrics(server.base);
     const peak = peakRss(server.child.pid);
     result.serverRssPeakBytes = rssReset && peak ? peak : null;
