@@ -1,6 +1,15 @@
 /** What makes a payload unstorable as sent. */
 export type PayloadFlaw = 'too-deep' | 'non-finite-number';
 
+// The walk's stack, kept between calls: every event's payload is walked, and a pair per value
+// plus an array of values per object were an eighth of what a large batch allocated. A slot is
+// emptied as it is taken, so the stack holds no payload after a walk; one grown past
+// KEPT_SLOTS by a huge payload is let go.
+const pending: (object | undefined)[] = [];
+const depths: number[] = [];
+const KEPT_SLOTS = 4096;
+let top = 0;
+
 /**
  * Finds what would stop a payload from being stored as sent, iteratively, so inspecting a hostile
  * value cannot overflow a stack. Deep payloads would overflow V8's or PostgreSQL's stack while
@@ -8,20 +17,45 @@ export type PayloadFlaw = 'too-deep' | 'non-finite-number';
  * (`1e999`) parses as Infinity and would be stored as `null`: a silent change, refused instead.
  */
 export function payloadFlaw(value: unknown, maxDepth: number): PayloadFlaw | undefined {
-  const stack: [unknown, number][] = [[value, 1]];
-  while (stack.length > 0) {
-    const [current, depth] = stack.pop() as [unknown, number];
-    if (typeof current === 'number') {
-      if (!Number.isFinite(current)) return 'non-finite-number';
-      continue;
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : 'non-finite-number';
+  if (value === null || typeof value !== 'object') return undefined;
+  top = 0;
+  queue(value, 1);
+  try {
+    while (top > 0) {
+      top--;
+      const current = pending[top] as Record<string, unknown> | unknown[];
+      pending[top] = undefined;
+      const depth = depths[top] as number;
+      if (depth > maxDepth) return 'too-deep';
+      if (Array.isArray(current)) {
+        for (const child of current) if (flawOf(child, depth)) return 'non-finite-number';
+      } else {
+        for (const key in current) {
+          if (Object.hasOwn(current, key) && flawOf(current[key], depth))
+            return 'non-finite-number';
+        }
+      }
     }
-    if (current === null || typeof current !== 'object') continue;
-    if (depth > maxDepth) return 'too-deep';
-    const children = Array.isArray(current) ? current : Object.values(current);
-    for (const child of children) {
-      if (typeof child === 'number' || (child !== null && typeof child === 'object'))
-        stack.push([child, depth + 1]);
-    }
+    return undefined;
+  } finally {
+    if (pending.length > KEPT_SLOTS) {
+      pending.length = 0;
+      depths.length = 0;
+    } else pending.fill(undefined, 0, top);
+    top = 0;
   }
-  return undefined;
+}
+
+function queue(child: object, depth: number): void {
+  pending[top] = child;
+  depths[top] = depth;
+  top++;
+}
+
+/** True for a number that is not finite; an object or array child is queued to be walked. */
+function flawOf(child: unknown, depth: number): boolean {
+  if (typeof child === 'number') return !Number.isFinite(child);
+  if (child !== null && typeof child === 'object') queue(child, depth + 1);
+  return false;
 }
