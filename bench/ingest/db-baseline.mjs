@@ -8,9 +8,9 @@ import { performance } from 'node:perf_hooks';
 import pg from 'pg';
 import { PGlite } from '@electric-sql/pglite';
 import { WRITE_BATCH, checkWritten, writeBatchParams } from '../batch-statement.mjs';
-import { paced } from '../load.mjs';
 import { percentiles } from '../support.mjs';
 import { CFG, lifecycle } from './config.mjs';
+import { runPacedSends } from './http-load.mjs';
 
 /**
  * @typedef {import('../batch-statement.mjs').Batch} Batch
@@ -140,50 +140,22 @@ export async function runDbBaseline(baseline, agentId, items, seconds) {
 }
 
 /**
- * The same write, paced: `rate` batches a second for `seconds`, each latency counted from the
- * moment it was due (as the paced HTTP sender counts the service's). What the database alone
- * gives at the rate the service's half-rate p99 is measured at: the floor of that p99 on this
- * machine, its commits and its disk included.
+ * The same write, paced as the service's half-rate run is (runPacedSends): what the database
+ * alone gives at that rate on this machine, its commits and its disk included.
  * @param {Baseline} baseline
  * @param {string} agentId
  * @param {import('../ingest-bodies.mjs').OneShotPool<Batch>} items
  * @param {number} seconds
- * @param {number} rate
+ * @param {{ rate: number, eventsPerBatch: number }} load
  * @returns {Promise<import('./http-load.mjs').PacedRun>}
  */
-export async function runPacedDbBaseline(baseline, agentId, items, seconds, rate) {
-  /** @type {number[]} */
-  const latencies = [];
-  const tally = { ok: 0, non2xx: 0, errors: 0, sent: 0 };
-  let events = 0;
-  /** @type {Set<Promise<void>>} */
-  const pending = new Set();
-  const start = await paced(rate, Math.ceil(seconds * rate), (_i, due) => {
-    const batch = items.next();
-    tally.sent++;
-    const done = baseline.write(agentId, batch).then(
-      () => {
-        tally.ok++;
-        events += batch.item.events.length;
-        latencies.push(performance.now() - due);
-      },
-      () => void tally.errors++,
-    );
-    pending.add(done);
-    done.then(() => pending.delete(done));
-  });
-  await Promise.all(pending);
-  const elapsed = (performance.now() - start) / 1000;
-  const stats = percentiles(latencies);
-  return {
-    targetRate: rate,
-    batchesPerSec: tally.ok / elapsed,
-    eventsPerSec: events / elapsed,
-    p50Ms: stats.p50,
-    p99Ms: stats.p99,
-    maxMs: stats.max,
-    ...tally,
-  };
+export function runPacedDbBaseline(baseline, agentId, items, seconds, load) {
+  return runPacedSends(seconds, load, () =>
+    baseline.write(agentId, items.next()).then(
+      () => ({ status: 200, tReply: performance.now() }),
+      (error) => ({ status: 0, error, tReply: performance.now() }),
+    ),
+  );
 }
 
 /** Batches, their announced events and the stored events of `agentId` (server's tables). */

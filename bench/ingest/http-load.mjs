@@ -117,19 +117,35 @@ export async function runAutocannon(target, bodies, seconds, { overallRate, even
  * @param {{ rate: number, eventsPerBatch: number }} load
  * @returns {Promise<PacedRun>}
  */
-export async function runPaced(target, bodies, seconds, { rate, eventsPerBatch }) {
+export async function runPaced(target, bodies, seconds, load) {
   const agent = new http.Agent({ keepAlive: true, maxSockets: CFG.connections });
+  try {
+    return await runPacedSends(seconds, load, () =>
+      post(target.url, bodies.next().gz, target.headers, agent),
+    );
+  } finally {
+    agent.destroy();
+  }
+}
+
+/**
+ * The paced sender over any send: send i is started at start + i / rate (the integer product
+ * keeps the count within the run exact), its latency runs from that due time to its `tReply`;
+ * a 2xx status is ok, 0 an error, any other a non-2xx. Waits at most 15 s for the last answers.
+ * @param {number} seconds
+ * @param {{ rate: number, eventsPerBatch: number }} load
+ * @param {() => Promise<import('../load.mjs').SendResult>} send
+ * @returns {Promise<PacedRun>}
+ */
+export async function runPacedSends(seconds, { rate, eventsPerBatch }, send) {
   /** @type {number[]} */
   const latencies = [];
   const tally = { ok: 0, non2xx: 0, errors: 0, sent: 0 };
   /** @type {Set<Promise<void>>} */
   const pending = new Set();
-  // the requests due within the run, i / rate < seconds (the integer product keeps it exact)
-  const count = Math.ceil(seconds * rate);
-  const start = await paced(rate, count, (_i, due) => {
-    const body = bodies.next().gz;
+  const start = await paced(rate, Math.ceil(seconds * rate), (_i, due) => {
     tally.sent++;
-    const done = post(target.url, body, target.headers, agent).then(({ status, tReply }) => {
+    const done = send().then(({ status, tReply }) => {
       if (status === 0) tally.errors++;
       else if (status >= 200 && status < 300) {
         tally.ok++;
@@ -141,7 +157,6 @@ export async function runPaced(target, bodies, seconds, { rate, eventsPerBatch }
   });
   await Promise.race([Promise.all(pending), sleep(15_000)]);
   const elapsed = (performance.now() - start) / 1000;
-  agent.destroy();
   const stats = percentiles(latencies);
   return {
     targetRate: rate,

@@ -388,13 +388,10 @@ async function measureHalfRate(ctx, load, rate) {
     warn(`${mixName} half-rate paced: ${paced.non2xx} non-2xx, ${paced.errors} errors`);
   console.log(`   ${mixName} half-rate ${rate}/s paced       ${fmtRun('service', paced)}`);
   await items.fill(poolFor(rate, CFG.seconds));
-  const dbPaced = await runPacedDbBaseline(
-    ctx.baseline,
-    ctx.baselineAgentId,
-    items,
-    CFG.seconds,
+  const dbPaced = await runPacedDbBaseline(ctx.baseline, ctx.baselineAgentId, items, CFG.seconds, {
+    ...options,
     rate,
-  );
+  });
   items.drain();
   if (dbPaced.errors > 0) warn(`${mixName} half-rate db paced: ${dbPaced.errors} failed writes`);
   console.log(`   ${mixName} half-rate ${rate}/s db paced    ${fmtRun('db', dbPaced)}`);

@@ -40,7 +40,7 @@ describe('payloadFlaw', () => {
     expect(payloadFlaw(nested(200_000), 64)).toBe('too-deep');
   });
 
-  it('starts every walk afresh: nothing of a walk that stopped early is left for the next', () => {
+  it('answers each walk on its own, one that stopped early before it or not', () => {
     // stops at the first value with many siblings still queued
     const wide = { bad: Infinity, rest: Array.from({ length: 10_000 }, () => ({ x: 1 })) };
     expect(payloadFlaw(wide, 64)).toBe('non-finite-number');
