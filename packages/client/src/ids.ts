@@ -9,8 +9,12 @@ const PAIRS: string[] = Array.from(
 );
 const TWENTY_BITS = 2 ** 20;
 const FORTY_BITS = 2 ** 40;
-/** Random bytes drawn from the OS in bulk: one syscall per ~100 new milliseconds, not per id. */
-const POOL_SIZE = 1_000;
+/**
+ * Random 10-bit draws taken from the OS in bulk: one syscall per ~128 new milliseconds, not per
+ * id. A new millisecond's 80 random bits are eight draws, each encoded as two characters.
+ */
+const POOL_DRAWS = 1_024;
+const DRAWS_PER_SEED = 8;
 
 function encode(value: number, length: number): string {
   let out = '';
@@ -38,8 +42,11 @@ export class UlidFactory {
   private low = 0;
   /** The time prefix and the upper 60 random bits, as one string (26 − 4 characters). */
   private head = '';
-  private readonly pool = Buffer.alloc(POOL_SIZE);
-  private poolOffset = POOL_SIZE;
+  private readonly pool = new Uint16Array(POOL_DRAWS);
+  private poolOffset = POOL_DRAWS;
+  /** The time prefix's first eight characters, which change once every 1,024 ms. */
+  private prefixHeadMs = -1;
+  private prefixHead = '';
 
   constructor(private readonly now: () => number = Date.now) {}
 
@@ -47,13 +54,27 @@ export class UlidFactory {
   next(ms: number = this.now()): string {
     if (ms > this.lastMs) {
       this.lastMs = ms;
-      this.prefix = encode(ms, 10);
+      this.setPrefix(ms);
       this.reseed();
     } else if (++this.low === TWENTY_BITS) this.carry();
     const low = this.low;
     // The last four characters are joined first: a short string is copied flat, so the id is a
     // single concatenation of the cached head and them (less garbage on the hot path).
     return this.head + ((PAIRS[low >>> 10] as string) + PAIRS[low & 1023]);
+  }
+
+  /*
+   * Nearly every SDK call starts in a millisecond of its own, so this runs per call, right on the
+   * caller's path, when the caches are cold: table lookups rather than a digit loop (0.5 µs →
+   * well under 0.1 µs hot, measured in the instrumentation benchmark's method).
+   */
+  private setPrefix(ms: number): void {
+    const headMs = Math.floor(ms / 1024);
+    if (headMs !== this.prefixHeadMs) {
+      this.prefixHeadMs = headMs;
+      this.prefixHead = encode(headMs, 8);
+    }
+    this.prefix = this.prefixHead + (PAIRS[ms % 1024] as string);
   }
 
   private carry(): void {
@@ -63,7 +84,7 @@ export class UlidFactory {
       if (++this.high === FORTY_BITS) {
         // 2^80 ids in one millisecond cannot happen; stay monotonic all the same.
         this.lastMs += 1;
-        this.prefix = encode(this.lastMs, 10);
+        this.setPrefix(this.lastMs);
         this.reseed();
         return;
       }
@@ -72,17 +93,26 @@ export class UlidFactory {
   }
 
   private reseed(): void {
-    if (this.poolOffset + 10 > POOL_SIZE) {
+    if (this.poolOffset + DRAWS_PER_SEED > POOL_DRAWS) {
       randomFillSync(this.pool);
       this.poolOffset = 0;
     }
     const p = this.pool;
     const o = this.poolOffset;
-    this.poolOffset += 10;
-    this.high = p.readUIntBE(o, 5);
-    this.mid = p.readUIntBE(o + 5, 3) >>> 4;
+    this.poolOffset += DRAWS_PER_SEED;
+    const h0 = (p[o] as number) & 1023;
+    const h1 = (p[o + 1] as number) & 1023;
+    const h2 = (p[o + 2] as number) & 1023;
+    const h3 = (p[o + 3] as number) & 1023;
+    const m0 = (p[o + 4] as number) & 1023;
+    const m1 = (p[o + 5] as number) & 1023;
+    this.high = ((h0 * 1024 + h1) * 1024 + h2) * 1024 + h3;
+    this.mid = m0 * 1024 + m1;
     // The top bit of the lowest part starts clear: 2^19 increments before the first carry.
-    this.low = (p.readUIntBE(o + 7, 3) >>> 4) & (TWENTY_BITS / 2 - 1);
-    this.head = this.prefix + encode(this.high, 8) + encode(this.mid, 4);
+    this.low = (((p[o + 6] as number) & 511) << 10) | ((p[o + 7] as number) & 1023);
+    // encode(high, 8) + encode(mid, 4), as pairs of characters.
+    this.head =
+      this.prefix +
+      ((PAIRS[h0] as string) + PAIRS[h1] + PAIRS[h2] + PAIRS[h3] + PAIRS[m0] + PAIRS[m1]);
   }
 }

@@ -24,4 +24,24 @@ describe('ids: monotonic ULIDs', () => {
       if (!((ids[i - 1] as string) < (ids[i] as string))) throw new Error(`not increasing at ${i}`);
     expect(ids.every((id) => ULID.test(id))).toBe(true);
   });
+
+  it('carry the very millisecond they are made in, each millisecond with random bits of its own', () => {
+    // Consecutive milliseconds across the cached part of the prefix (it changes every 1,024 ms),
+    // then far-apart ones, up to the last a ULID can hold.
+    const times = [
+      ...Array.from({ length: 3_000 }, (_, i) => 1_700_000_000_000 - 1_500 + i),
+      ...Array.from({ length: 200 }, (_, i) => 1_700_000_002_000 + i * 9_876_543_211),
+      2 ** 48 - 1,
+    ];
+    const factory = new UlidFactory(() => 0);
+    const randomParts = new Set<string>();
+    for (const ms of times) {
+      const id = factory.next(ms);
+      expect(id).toMatch(ULID);
+      expect(decodeTime(id)).toBe(ms);
+      randomParts.add(id.slice(10));
+    }
+    // 80 random bits per millisecond: two alike would mean the draw was reused.
+    expect(randomParts.size).toBe(times.length);
+  });
 });
