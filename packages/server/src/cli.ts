@@ -10,6 +10,7 @@ import {
 } from './auth/dashboard-link.js';
 import { mintDevToken } from './auth/dev-token.js';
 import { AdminApiClient } from './cli/admin-api-client.js';
+import { applyHeapGrowth } from './cli/heap-growth.js';
 import type { Administration } from './cli/administration.js';
 import {
   RunningServerError,
@@ -243,6 +244,7 @@ function exportRuns(config: Config, command: ExportCommand): Promise<void> {
 
 async function serve(configured: Config): Promise<void> {
   const { config, localSecret, adminApi } = serveIdentity(configured);
+  applyHeapGrowth(config.process.heapGrowingPercent);
   const terminal = process.stdout.isTTY === true;
   const pretty = (config.process.logFormat ?? (terminal ? 'pretty' : 'json')) === 'pretty';
   const server = await startServer(
@@ -266,7 +268,15 @@ async function serve(configured: Config): Promise<void> {
     }
   // an operator should see at a glance whether a 202 survives a power cut
   const durability = store === 'pglite' ? { durability: config.store.dataDirDurability } : {};
-  log.info({ url: server.url, store, ...durability }, 'flightlog listening');
+  log.info(
+    {
+      url: server.url,
+      store,
+      ...durability,
+      heapGrowingPercent: config.process.heapGrowingPercent,
+    },
+    'flightlog listening',
+  );
   if (localSecret) {
     // where the secret is, never the secret; the sign-in link is printed to a terminal only
     log.info(
@@ -322,6 +332,7 @@ function tokenSecret(config: Config, command: string): string {
 }
 
 async function worker(config: Config): Promise<void> {
+  applyHeapGrowth(config.process.heapGrowingPercent);
   const running = await startWorker(config);
   const stop = (signal: string) => {
     process.stderr.write(`flightlog worker: ${signal}, stopping\n`);

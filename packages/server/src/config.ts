@@ -17,6 +17,13 @@ import {
  * service each setting belongs to: a module is handed its own group (`storeOptionsFrom(config.store)`,
  * `analyzerFromConfig(config.analysis)`), not the whole. docs/configuration.md lists the variables.
  */
+/**
+ * The heap may grow to twice what the last full collection kept (V8 would let it reach up to
+ * four times): under ingest load V8's heap is mostly garbage waiting for that collection, and
+ * this halves it for no CPU the benchmark can tell (docs/performance.md, item 4).
+ */
+export const HEAP_GROWING_PERCENT = 100;
+
 export interface Config {
   http: HttpConfig;
   store: StoreConfig;
@@ -246,6 +253,11 @@ export interface ProcessConfig {
    * undefined: when stdout is a terminal.
    */
   startUpBanner: boolean | undefined;
+  /**
+   * How far V8 lets the heap grow past what the last full collection kept, in percent
+   * (`HEAP_GROWING_PERCENT`; 0: V8's own choice, up to four times). See cli/heap-growth.ts.
+   */
+  heapGrowingPercent: number;
 }
 
 /** Changes to some settings of some groups (a command's, a test's): the rest as configured. */
@@ -660,6 +672,7 @@ export function loadConfig(env: Env = process.env): Config {
         text(env, 'FLIGHTLOG_BANNER') === undefined
           ? undefined
           : onOff(env, 'FLIGHTLOG_BANNER', true),
+      heapGrowingPercent: integer(env, 'HEAP_GROWING_PERCENT', HEAP_GROWING_PERCENT, 0, 300),
     },
   };
 }

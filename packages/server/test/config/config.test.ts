@@ -47,8 +47,12 @@ describe('loadConfig', () => {
         logFormat: undefined,
         production: false,
         startUpBanner: undefined,
+        heapGrowingPercent: 100,
       },
     });
+    // 0 hands the heap's sizing back to V8
+    expect(loadConfig({ HEAP_GROWING_PERCENT: '0' }).process.heapGrowingPercent).toBe(0);
+    expect(loadConfig({ HEAP_GROWING_PERCENT: '50' }).process.heapGrowingPercent).toBe(50);
   });
 
   it('reads AGENT_CREATORS as user ids separated by commas', () => {
@@ -304,6 +308,8 @@ describe('loadConfig', () => {
       'ANCHOR_CLUSTER must be one of devnet, mainnet',
     ],
     [{ ANCHOR_BATCH_RUNS: '0' }, 'ANCHOR_BATCH_RUNS'],
+    [{ HEAP_GROWING_PERCENT: '301' }, 'HEAP_GROWING_PERCENT must be between 0 and 300, got 301'],
+    [{ HEAP_GROWING_PERCENT: '1.5' }, 'HEAP_GROWING_PERCENT must be a whole number'],
   ])('refuses %j naming %s', (env, name) => {
     expect(() => loadConfig(env)).toThrow(ConfigError);
     expect(() => loadConfig(env)).toThrow(name);

@@ -177,7 +177,11 @@ describe('first run, the settings around it', () => {
     const lines = serve.output().split('\n').filter(Boolean);
     for (const line of lines) expect(() => JSON.parse(line), line).not.toThrow();
     expect(serve.output()).not.toContain('#token=');
-    expect(lines.map((line) => JSON.parse(line).msg)).toContain('flightlog listening');
+    const listening = lines
+      .map((line) => JSON.parse(line))
+      .find((entry) => entry.msg === 'flightlog listening');
+    // the heap's growth the process was given (cli/heap-growth.ts), for an operator to see
+    expect(listening).toMatchObject({ store: 'pglite', heapGrowingPercent: 100 });
     await stop(serve);
   }, 60_000);
 
