@@ -13,17 +13,18 @@ import {
 } from './lifecycle/lifecycle-config.js';
 
 /**
+ * The heap may grow to twice what the last full collection kept (V8 would let it reach up to
+ * four times): under ingest load V8's heap is mostly garbage waiting for that collection, and
+ * the PostgreSQL server's peak RSS under the benchmark's load went from ~295 to ~220 MB for no
+ * CPU the benchmark can tell (docs/performance.md, item 4).
+ */
+export const HEAP_GROWING_PERCENT = 100;
+
+/**
  * Service configuration, read once from the environment at start-up, grouped by the part of the
  * service each setting belongs to: a module is handed its own group (`storeOptionsFrom(config.store)`,
  * `analyzerFromConfig(config.analysis)`), not the whole. docs/configuration.md lists the variables.
  */
-/**
- * The heap may grow to twice what the last full collection kept (V8 would let it reach up to
- * four times): under ingest load V8's heap is mostly garbage waiting for that collection, and
- * this halves it for no CPU the benchmark can tell (docs/performance.md, item 4).
- */
-export const HEAP_GROWING_PERCENT = 100;
-
 export interface Config {
   http: HttpConfig;
   store: StoreConfig;
